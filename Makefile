@@ -1,0 +1,39 @@
+# Everything from nothing: each target creates .venv and installs what it needs.
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+
+.PHONY: run test bench lint typecheck clean
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --upgrade pip
+
+$(VENV)/.installed-base: pyproject.toml | $(BIN)/python
+	$(BIN)/pip install -e .
+	touch $@
+
+$(VENV)/.installed-dev: pyproject.toml | $(BIN)/python
+	$(BIN)/pip install -e '.[dev,spark]'
+	touch $@ $(VENV)/.installed-base
+
+# The main job on the embedded default: a generated demo segment, dumped as NDJSON.
+run: $(VENV)/.installed-base
+	$(BIN)/tiered-gateway demo-segment --out build/demo-segment
+	$(BIN)/tiered-gateway dump build/demo-segment/00000000000000000000.log
+
+test: $(VENV)/.installed-dev
+	$(BIN)/ruff check gateway indexcache tests
+	$(BIN)/ruff format --check gateway indexcache tests
+	$(BIN)/mypy
+	$(BIN)/pytest
+
+bench: $(VENV)/.installed-dev
+	$(BIN)/python -m tests.bench.bench_decode
+
+lint: $(VENV)/.installed-dev
+	$(BIN)/ruff check gateway indexcache tests
+	$(BIN)/mypy
+
+clean:
+	rm -rf $(VENV) build .pytest_cache .mypy_cache .ruff_cache

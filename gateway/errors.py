@@ -1,0 +1,76 @@
+"""The one exception tree of tiered-gateway.
+
+Every error the core raises is a :class:`GatewayError`. The HTTP layer maps an error to a
+response from three class attributes only: ``status`` (HTTP status code), ``code`` (a stable,
+machine-readable error code) and ``retriable`` (whether the same request may succeed later).
+Corrupt input is never "retriable": retrying does not change the bytes in the bucket.
+"""
+
+from __future__ import annotations
+
+
+class GatewayError(Exception):
+    """Root of every error raised by tiered-gateway."""
+
+    status: int = 500
+    code: str = "internal_error"
+    retriable: bool = False
+
+
+# --- data found in storage is not what the format says -------------------------------------
+
+
+class CorruptDataError(GatewayError):
+    """Stored bytes fail a format or integrity check; never served."""
+
+    status = 502
+    code = "corrupt_data"
+
+
+class CorruptRecordError(CorruptDataError):
+    """A record batch or record violates the Kafka v2 format."""
+
+    code = "corrupt_record"
+
+
+class CrcMismatchError(CorruptRecordError):
+    """A record batch's CRC-32C does not match its bytes."""
+
+    code = "crc_mismatch"
+
+
+class CodecError(CorruptRecordError):
+    """A compressed batch payload cannot be decompressed."""
+
+    code = "codec_error"
+
+
+class DecompressedSizeExceededError(CodecError):
+    """A compressed payload expands past the configured cap."""
+
+    code = "decompressed_size_exceeded"
+
+
+class CorruptIndexError(CorruptDataError):
+    """An offset, time or transaction index fails Kafka's sanity checks."""
+
+    code = "corrupt_index"
+
+
+class CorruptCheckpointError(CorruptDataError):
+    """A leader-epoch checkpoint or producer snapshot cannot be parsed."""
+
+    code = "corrupt_checkpoint"
+
+
+class UnsupportedFormatError(GatewayError):
+    """Well-formed data in a format this gateway does not serve."""
+
+    status = 501
+    code = "unsupported_format"
+
+
+class LegacyFormatError(UnsupportedFormatError):
+    """Magic 0/1 message sets (pre-0.11 Kafka)."""
+
+    code = "legacy_format_not_supported"
