@@ -213,10 +213,10 @@ class RecordBatch:
             return decode_records(
                 data,
                 self.records_count,
-                self.base_offset,
-                self.base_timestamp,
-                self.max_timestamp,
-                bool(self.attributes & TIMESTAMP_TYPE_MASK),
+                base_offset=self.base_offset,
+                base_timestamp=self.base_timestamp,
+                max_timestamp=self.max_timestamp,
+                log_append_time=bool(self.attributes & TIMESTAMP_TYPE_MASK),
             )
         except CorruptRecordError as exc:
             raise CorruptRecordError(
@@ -231,17 +231,27 @@ class RecordBatch:
         )
 
 
-def iter_batches(data: bytes | bytearray | memoryview, start: int = 0) -> Iterator[RecordBatch]:
+def iter_batches(
+    data: bytes | bytearray | memoryview,
+    start: int = 0,
+    *,
+    offset_range: tuple[int, int] | None = None,
+) -> Iterator[RecordBatch]:
     """Frame the batches of a segment (or a byte range of one) from ``start``.
 
     Ends cleanly at a truncated tail, as the broker does; raises CorruptRecordError for a
     batch length below the minimum and LegacyFormatError for magic 0/1 batches.
+
+    The CRC does not cover baseOffset, so offsets are checked against what a log guarantees:
+    they strictly increase from batch to batch and, when the caller knows the segment's
+    ``offset_range`` (first, last) from its metadata, every batch lies inside it.
     """
     view = memoryview(data)
     if view.ndim != 1 or view.itemsize != 1:
         view = view.cast("B")
     end = len(view)
     pos = start
+    prev_last = -(1 << 63) - 1
     while end - pos >= PEEK_SIZE:
         base_offset, batch_length, _epoch, magic = PEEK.unpack_from(view, pos)
         if batch_length < MIN_BATCH_LENGTH_ANY_MAGIC:
@@ -266,5 +276,19 @@ def iter_batches(data: bytes | bytearray | memoryview, start: int = 0) -> Iterat
                 f"record batch at position {pos} has size {batch_length}, "
                 f"below the v2 minimum of {MIN_BATCH_LENGTH_V2}"
             )
-        yield RecordBatch(view[pos : pos + total], pos)
+        batch = RecordBatch(view[pos : pos + total], pos)
+        if batch.base_offset <= prev_last or batch.last_offset < batch.base_offset:
+            raise CorruptRecordError(
+                f"record batch at position {pos} has offsets {batch.base_offset}.."
+                f"{batch.last_offset}, not after the previous batch's last offset {prev_last}"
+            )
+        if offset_range is not None and not (
+            offset_range[0] <= batch.base_offset and batch.last_offset <= offset_range[1]
+        ):
+            raise CorruptRecordError(
+                f"record batch at position {pos} has offsets {batch.base_offset}.."
+                f"{batch.last_offset}, outside the segment's {offset_range[0]}..{offset_range[1]}"
+            )
+        prev_last = batch.last_offset
+        yield batch
         pos += total

@@ -93,6 +93,7 @@ def _bytes_field(buf: memoryview, pos: int, end: int, what: str) -> tuple[bytes 
 def decode_records(
     buf: memoryview,
     count: int,
+    *,
     base_offset: int,
     base_timestamp: int,
     max_timestamp: int,
