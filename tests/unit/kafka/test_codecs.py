@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import gzip
 import io
 import os
@@ -78,7 +79,7 @@ def test_truncated_multi_frame_zstd_is_detected() -> None:
     with zstandard.ZstdCompressor().stream_writer(buf, closefd=False) as w:
         w.write(DATA)
     frames = zstandard.ZstdCompressor().compress(b"a" * 10) + buf.getvalue()
-    with pytest.raises(CodecError, match="truncated|corrupt"):
+    with pytest.raises(CodecError, match=r"truncated|corrupt"):
         decompress(Codec.ZSTD, frames[:-7], CAP)
 
 
@@ -125,10 +126,8 @@ def test_any_corruption_gives_a_codec_error_or_some_bytes(
 @settings(max_examples=150, deadline=None)
 @given(codec=st.sampled_from(list(Codec)), blob=st.binary(max_size=200))
 def test_arbitrary_bytes_never_raise_foreign_exceptions(codec: Codec, blob: bytes) -> None:
-    try:
+    with contextlib.suppress(CodecError):
         decompress(codec, blob, 1 << 20)
-    except CodecError:
-        pass
 
 
 def test_xerial_block_overrun_is_corrupt() -> None:
