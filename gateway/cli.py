@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
+import mmap
+import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -42,14 +45,18 @@ def _dump(args: argparse.Namespace) -> int:
     from gateway.kafka.dump import DumpReport, dump  # noqa: PLC0415 - keep startup light
 
     try:
-        data = args.file.read_bytes()
+        with args.file.open("rb") as fh:
+            # Segments are often 1 GiB: map the file, batches are views into the map.
+            size = os.fstat(fh.fileno()).st_size
+            data = mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) if size else b""
     except OSError as exc:
         print(f"error: cannot read {args.file}: {exc.strerror}", file=sys.stderr)
         return EXIT_BAD_INPUT
     report = DumpReport()
+    lines = dump(data, batches=args.batches, verify_crc=args.verify_crc, report=report)
     out = sys.stdout
     try:
-        for line in dump(data, batches=args.batches, verify_crc=args.verify_crc, report=report):
+        for line in lines:
             out.write(json.dumps(line, separators=(",", ":")))
             out.write("\n")
     except GatewayError as exc:
@@ -58,6 +65,11 @@ def _dump(args: argparse.Namespace) -> int:
         return EXIT_BAD_INPUT
     except BrokenPipeError:  # `dump ... | head` is normal use
         return EXIT_OK
+    finally:
+        lines.close()
+        if isinstance(data, mmap.mmap):
+            with contextlib.suppress(BufferError):  # a view still alive: freed with it
+                data.close()
     for batch in report.bad_crc:
         print(
             f"warning: {args.file}: batch at position {batch.position} "

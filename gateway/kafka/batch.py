@@ -27,6 +27,7 @@ are ``memoryview`` slices of the caller's buffer: nothing is copied until record
 
 from __future__ import annotations
 
+import mmap
 import struct
 from collections.abc import Iterator, Sequence
 from typing import Final
@@ -232,7 +233,7 @@ class RecordBatch:
 
 
 def iter_batches(
-    data: bytes | bytearray | memoryview,
+    data: bytes | bytearray | memoryview | mmap.mmap,
     start: int = 0,
     *,
     offset_range: tuple[int, int] | None = None,

@@ -6,7 +6,8 @@ Pure functions from bytes to JSON-ready dicts; the CLI only opens files and prin
 from __future__ import annotations
 
 import base64
-from collections.abc import Iterator
+import mmap
+from collections.abc import Generator, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -76,8 +77,8 @@ class DumpReport:
 
 
 def dump(
-    data: bytes | memoryview, *, batches: bool, verify_crc: bool, report: DumpReport
-) -> Iterator[dict[str, Any]]:
+    data: bytes | mmap.mmap, *, batches: bool, verify_crc: bool, report: DumpReport
+) -> Generator[dict[str, Any], None, None]:
     """Lines of a whole segment file. Unlike a ranged read, a segment file must end on a batch
     boundary: leftover bytes mean a truncated file or something that is not a segment."""
     end = 0

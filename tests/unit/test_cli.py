@@ -127,3 +127,21 @@ def test_console_script_never_prints_a_traceback(tmp_path: Path, demo_log: Path)
     assert done.stderr.startswith("error: ")
     ok = subprocess.run([exe, "dump", str(demo_log)], capture_output=True, text=True, check=False)
     assert ok.returncode == 0 and len(ok.stdout.splitlines()) == 173
+
+
+def test_empty_file_is_an_empty_segment(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = tmp_path / "00000000000000000000.log"
+    path.write_bytes(b"")
+    assert _run(capsys, "dump", str(path)) == (0, [], "")
+
+
+def test_broken_pipe_is_not_an_error(demo_log: Path) -> None:
+    exe = Path(sys.executable).with_name("tiered-gateway")
+    dump = subprocess.Popen(
+        [exe, "dump", str(demo_log)], stdout=subprocess.PIPE, stderr=subprocess.PIPE
+    )
+    assert dump.stdout is not None and dump.stderr is not None
+    dump.stdout.readline()
+    dump.stdout.close()
+    assert dump.wait(timeout=30) in (0, -13)  # exit cleanly or by SIGPIPE, never a traceback
+    assert b"Traceback" not in dump.stderr.read()
