@@ -74,3 +74,65 @@ class LegacyFormatError(UnsupportedFormatError):
     """Magic 0/1 message sets (pre-0.11 Kafka)."""
 
     code = "legacy_format_not_supported"
+
+
+class CorruptManifestError(CorruptDataError):
+    """A ``.rsm-manifest`` (or a chunk index inside it) is malformed."""
+
+    code = "corrupt_manifest"
+
+
+class IntegrityError(CorruptDataError):
+    """Authenticated decryption failed (AES-GCM tag mismatch): the bytes were altered."""
+
+    code = "integrity_error"
+
+
+# --- the remote store ------------------------------------------------------------------------
+
+
+class StorageError(GatewayError):
+    """The object store failed; whether a retry may help is decided per subclass."""
+
+    status = 502
+    code = "storage_error"
+
+
+class ObjectNotFoundError(StorageError):
+    """The object is not in the store (e.g. a segment deleted by retention after listing)."""
+
+    status = 404
+    code = "object_not_found"
+
+
+class StorageUnavailableError(StorageError):
+    """A transient store fault (503 SlowDown, 500, timeout, reset, short body)."""
+
+    status = 503
+    code = "storage_unavailable"
+    retriable = True
+
+
+class DeadlineExceededError(GatewayError):
+    """The request's deadline passed before the store answered."""
+
+    status = 504
+    code = "deadline_exceeded"
+    retriable = True
+
+
+# --- configuration ---------------------------------------------------------------------------
+
+
+class ConfigurationError(GatewayError):
+    """A setting is wrong (bad key file, missing key id, access denied): fix and restart."""
+
+    status = 500
+    code = "configuration_error"
+
+
+class InvalidKeyError(GatewayError):
+    """An object key that is not in the layout it claims (a caller error)."""
+
+    status = 400
+    code = "invalid_object_key"
