@@ -1,0 +1,1 @@
+"""Object stores behind one async protocol: filesystem and S3."""
