@@ -1,0 +1,163 @@
+"""The filesystem store (``file:///abs/dir``): key = path relative to the root directory.
+
+The embedded default and the fast stand-in for a bucket in benchmarks. Keys are ``/``-separated
+relative paths; a key that is absolute, has an empty, ``.`` or ``..`` component, a backslash or a
+NUL byte, or that resolves (through symlinks) outside the root, is refused with
+:class:`~gateway.errors.InvalidKeyError`. Writes go to a hidden temporary file in the target
+directory and are renamed into place, so a reader never sees half an object. Blocking calls run
+in worker threads; the event loop only awaits.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import errno
+import os
+import uuid
+from collections.abc import AsyncIterator, Callable
+from pathlib import Path
+from typing import Final, TypeVar
+
+from gateway.errors import (
+    ConfigurationError,
+    InvalidKeyError,
+    ObjectNotFoundError,
+    StorageError,
+    StorageUnavailableError,
+)
+from gateway.storage.base import ObjectInfo
+
+T = TypeVar("T")
+
+TMP_PREFIX: Final = ".tiered-gateway-tmp-"
+_TRANSIENT: Final = frozenset({errno.EIO, errno.EAGAIN, errno.EINTR, errno.ETIMEDOUT})
+
+
+class FilesystemStore:
+    """An :class:`~gateway.storage.base.ObjectStore` over a local directory."""
+
+    def __init__(self, root: Path) -> None:
+        if not root.is_absolute():
+            raise ConfigurationError(f"filesystem store root must be absolute, got {root}")
+        self._root = root.resolve()
+
+    def __repr__(self) -> str:
+        return f"FilesystemStore({str(self._root)!r})"
+
+    @property
+    def root(self) -> Path:
+        return self._root
+
+    # --- keys ----------------------------------------------------------------------------
+
+    def _path(self, key: str) -> Path:
+        parts = key.split("/")
+        if (
+            not key
+            or key.startswith("/")
+            or "\\" in key
+            or "\x00" in key
+            or any(p in ("", ".", "..") for p in parts)
+            or parts[-1].startswith(TMP_PREFIX)
+        ):
+            raise InvalidKeyError(f"object key {key!r} is not a plain relative path")
+        path = self._root.joinpath(*parts)
+        resolved = path.resolve()
+        if resolved != self._root and self._root not in resolved.parents:
+            raise InvalidKeyError(f"object key {key!r} resolves outside the store root")
+        return path
+
+    def _key(self, path: Path) -> str:
+        return path.relative_to(self._root).as_posix()
+
+    # --- errors --------------------------------------------------------------------------
+
+    @staticmethod
+    async def _run(key: str, fn: Callable[[], T]) -> T:
+        try:
+            return await asyncio.to_thread(fn)
+        except (FileNotFoundError, IsADirectoryError, NotADirectoryError) as exc:
+            raise ObjectNotFoundError(f"object {key!r} not found") from exc
+        except PermissionError as exc:
+            raise ConfigurationError(f"access denied to object {key!r}: {exc.strerror}") from exc
+        except OSError as exc:
+            if exc.errno in _TRANSIENT:
+                raise StorageUnavailableError(f"reading {key!r}: {exc.strerror}") from exc
+            raise StorageError(f"object {key!r}: {exc.strerror}") from exc
+
+    # --- the protocol --------------------------------------------------------------------
+
+    async def get_range(self, key: str, start: int, end: int) -> bytes:
+        if start < 0 or end < start:
+            raise ValueError(f"invalid range [{start}, {end})")
+        path = self._path(key)
+
+        def read() -> bytes:
+            fd = os.open(path, os.O_RDONLY)
+            try:
+                return os.pread(fd, end - start, start)
+            finally:
+                os.close(fd)
+
+        return await self._run(key, read)
+
+    async def get(self, key: str) -> bytes:
+        path = self._path(key)
+        return await self._run(key, path.read_bytes)
+
+    async def put(self, key: str, data: bytes) -> None:
+        path = self._path(key)
+
+        def write() -> None:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            tmp = path.with_name(f"{TMP_PREFIX}{uuid.uuid4().hex}")
+            try:
+                tmp.write_bytes(data)
+                os.replace(tmp, path)
+            except BaseException:
+                tmp.unlink(missing_ok=True)
+                raise
+
+        await self._run(key, write)
+
+    async def head(self, key: str) -> ObjectInfo:
+        path = self._path(key)
+
+        def stat() -> ObjectInfo:
+            st = path.stat()
+            if not path.is_file():
+                raise IsADirectoryError(key)
+            return ObjectInfo(key, st.st_size, st.st_mtime)
+
+        return await self._run(key, stat)
+
+    async def delete(self, key: str) -> None:
+        path = self._path(key)
+        await self._run(key, lambda: path.unlink(missing_ok=True))
+
+    async def list(self, prefix: str) -> AsyncIterator[ObjectInfo]:
+        # Walk only below the deepest directory the prefix names, then filter by string prefix.
+        base_dir = prefix.rsplit("/", 1)[0] if "/" in prefix else ""
+        start = self._root.joinpath(*base_dir.split("/")) if base_dir else self._root
+        if base_dir:
+            self._path(base_dir)  # refuses prefixes that leave the root
+
+        def walk() -> list[ObjectInfo]:
+            found: list[ObjectInfo] = []
+            for dirpath, _dirs, files in os.walk(start):
+                for name in files:
+                    if name.startswith(TMP_PREFIX):
+                        continue
+                    path = Path(dirpath, name)
+                    key = self._key(path)
+                    if key.startswith(prefix):
+                        st = path.stat()
+                        found.append(ObjectInfo(key, st.st_size, st.st_mtime))
+            found.sort(key=lambda info: info.key.encode())  # S3 lists in UTF-8 byte order
+            return found
+
+        for info in await self._run(prefix, walk):
+            yield info
+
+    async def close(self) -> None:
+        return None
