@@ -1,0 +1,102 @@
+"""Retries inside a deadline: exponential backoff with full jitter, a per-attempt timeout.
+
+Whether an error is worth retrying is decided by its type alone (``GatewayError.retriable``,
+set where the store's structured error codes are translated), never by message text. A caller
+passes one :class:`Deadline` for the whole request; when it passes, the caller gets a
+:class:`~gateway.errors.DeadlineExceededError` chained to the last failure.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import TypeVar
+
+from gateway.errors import DeadlineExceededError, GatewayError, StorageUnavailableError
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True, slots=True)
+class Deadline:
+    """A point on the monotonic clock by which an operation must be done."""
+
+    at: float
+
+    @classmethod
+    def after(cls, seconds: float) -> Deadline:
+        return cls(time.monotonic() + seconds)
+
+    def remaining(self) -> float:
+        return self.at - time.monotonic()
+
+
+@dataclass(frozen=True, slots=True)
+class RetryPolicy:
+    max_attempts: int = 5
+    base_delay: float = 0.05  # seconds; attempt n waits uniform(0, min(cap, base * 2^(n-1)))
+    max_delay: float = 2.0
+    attempt_timeout: float = 10.0
+
+    def backoff(self, attempt: int, rng: random.Random) -> float:
+        """Full jitter (the AWS architecture blog's recommendation) after failed ``attempt``."""
+        return rng.uniform(0.0, min(self.max_delay, self.base_delay * 2 ** (attempt - 1)))
+
+
+@dataclass(slots=True)
+class RetryCounters:
+    attempts: int = 0
+    retries: int = 0
+    timeouts: int = 0
+    deadline_exceeded: int = 0
+    failures: int = 0
+
+
+@dataclass(slots=True)
+class Retrier:
+    policy: RetryPolicy = field(default_factory=RetryPolicy)
+    counters: RetryCounters = field(default_factory=RetryCounters)
+    rng: random.Random = field(default_factory=random.Random)
+
+    async def run(self, what: str, op: Callable[[], Awaitable[T]], deadline: Deadline) -> T:
+        """Run ``op`` until it succeeds, fails for good, or the deadline passes."""
+        attempt = 0
+        while True:
+            attempt += 1
+            remaining = deadline.remaining()
+            if remaining <= 0:
+                self.counters.deadline_exceeded += 1
+                raise DeadlineExceededError(f"{what}: deadline passed before attempt {attempt}")
+            self.counters.attempts += 1
+            try:
+                return await asyncio.wait_for(op(), min(self.policy.attempt_timeout, remaining))
+            except TimeoutError as exc:
+                self.counters.timeouts += 1
+                if deadline.remaining() <= 0:
+                    self.counters.deadline_exceeded += 1
+                    raise DeadlineExceededError(
+                        f"{what}: deadline passed during attempt {attempt}"
+                    ) from exc
+                error: GatewayError = StorageUnavailableError(
+                    f"{what}: attempt {attempt} timed out after {self.policy.attempt_timeout}s"
+                )
+                error.__cause__ = exc
+            except GatewayError as exc:
+                if not exc.retriable:
+                    self.counters.failures += 1
+                    raise
+                error = exc
+            if attempt >= self.policy.max_attempts:
+                self.counters.failures += 1
+                raise error
+            delay = self.policy.backoff(attempt, self.rng)
+            if delay >= deadline.remaining():
+                self.counters.deadline_exceeded += 1
+                raise DeadlineExceededError(
+                    f"{what}: deadline passes before retry {attempt} could start"
+                ) from error
+            self.counters.retries += 1
+            await asyncio.sleep(delay)

@@ -1,0 +1,91 @@
+"""Retry policy: attempts are counted, only retriable errors retry, the deadline wins."""
+
+from __future__ import annotations
+
+import asyncio
+import random
+
+import pytest
+
+from gateway.errors import (
+    DeadlineExceededError,
+    ObjectNotFoundError,
+    StorageUnavailableError,
+)
+from gateway.storage.retry import Deadline, Retrier, RetryPolicy
+
+FAST = RetryPolicy(max_attempts=4, base_delay=0.001, max_delay=0.004, attempt_timeout=0.5)
+
+
+class Flaky:
+    """Fails ``failures`` times with ``error`` (or stalls), then returns ``b"ok"``."""
+
+    def __init__(self, failures: int, error: Exception | None = None, stall: float = 0.0) -> None:
+        self.failures, self.error, self.stall, self.calls = failures, error, stall, 0
+
+    async def __call__(self) -> bytes:
+        self.calls += 1
+        if self.calls <= self.failures:
+            if self.stall:
+                await asyncio.sleep(self.stall)
+            if self.error is not None:
+                raise self.error
+        return b"ok"
+
+
+async def test_retriable_errors_are_retried_until_success() -> None:
+    op = Flaky(3, StorageUnavailableError("503 SlowDown"))
+    r = Retrier(FAST)
+    assert await r.run("get k", op, Deadline.after(5)) == b"ok"
+    assert op.calls == 4 and r.counters.retries == 3 and r.counters.attempts == 4
+
+
+async def test_attempts_are_capped() -> None:
+    op = Flaky(10, StorageUnavailableError("503"))
+    r = Retrier(FAST)
+    with pytest.raises(StorageUnavailableError):
+        await r.run("get k", op, Deadline.after(5))
+    assert op.calls == 4 and r.counters.failures == 1
+
+
+async def test_non_retriable_errors_fail_at_once() -> None:
+    op = Flaky(1, ObjectNotFoundError("gone"))
+    r = Retrier(FAST)
+    with pytest.raises(ObjectNotFoundError):
+        await r.run("get k", op, Deadline.after(5))
+    assert op.calls == 1 and r.counters.retries == 0
+
+
+async def test_stalled_attempts_time_out_and_retry() -> None:
+    op = Flaky(2, stall=10)
+    r = Retrier(RetryPolicy(max_attempts=4, base_delay=0.001, attempt_timeout=0.05))
+    assert await r.run("get k", op, Deadline.after(5)) == b"ok"
+    assert op.calls == 3 and r.counters.timeouts == 2
+
+
+async def test_the_deadline_bounds_everything() -> None:
+    op = Flaky(100, stall=10)
+    r = Retrier(RetryPolicy(max_attempts=100, base_delay=0.001, attempt_timeout=0.05))
+    loop = asyncio.get_running_loop()
+    started = loop.time()
+    with pytest.raises(DeadlineExceededError):
+        await r.run("get k", op, Deadline.after(0.2))
+    assert loop.time() - started < 2  # a wide margin: the point is "not 100 x 50 ms"
+    assert 2 <= op.calls <= 5 and r.counters.deadline_exceeded == 1
+
+
+async def test_expired_deadline_makes_no_attempt() -> None:
+    op = Flaky(0)
+    with pytest.raises(DeadlineExceededError, match="before attempt 1"):
+        await Retrier(FAST).run("get k", op, Deadline.after(-1))
+    assert op.calls == 0
+
+
+def test_full_jitter_backoff_stays_within_its_envelope() -> None:
+    policy = RetryPolicy(base_delay=0.1, max_delay=1.0)
+    rng = random.Random(1)
+    for attempt in range(1, 10):
+        cap = min(1.0, 0.1 * 2 ** (attempt - 1))
+        delays = [policy.backoff(attempt, rng) for _ in range(200)]
+        assert all(0 <= d <= cap for d in delays)
+        assert max(delays) > cap * 0.8  # it does spread over the whole envelope
