@@ -102,9 +102,9 @@ async def test_symlink_escape_is_refused(store: FilesystemStore, tmp_path: Path)
         [i async for i in store.list("link/")]
 
 
-def test_open_store_urls(tmp_path: Path) -> None:
-    store = open_store(f"file://{tmp_path}")
+async def test_open_store_urls(tmp_path: Path) -> None:
+    store = await open_store(f"file://{tmp_path}")
     assert isinstance(store, FilesystemStore) and store.root == tmp_path.resolve()
-    for bad in ("file://relative/dir", "file://host/abs", "gs://bucket", "nonsense"):
+    for bad in ("file://relative/dir", "file://host/abs", "gs://bucket", "nonsense", "s3://b/x"):
         with pytest.raises(ConfigurationError):
-            open_store(bad)
+            await open_store(bad)
