@@ -48,7 +48,8 @@ from enum import StrEnum
 from typing import ClassVar, Final
 
 from gateway.errors import CorruptManifestError, InvalidKeyError
-from gateway.remote.chunk_index import ChunkIndex, JsonFields, parse_chunk_index
+from gateway.remote._json import JsonFields
+from gateway.remote.chunk_index import ChunkIndex, parse_chunk_index
 from gateway.remote.keys import (
     ObjectKey,
     Suffix,

@@ -15,17 +15,19 @@ from hypothesis import strategies as st
 
 from gateway.errors import CorruptManifestError
 from gateway.remote.chunk_index import (
-    MAX_CHUNK_SIZES_BYTES,
     Chunk,
     ChunkIndex,
     FixedChunkIndex,
     VariableChunkIndex,
     build_chunk_index,
+    parse_chunk_index,
+)
+from gateway.remote.chunk_sizes import (
+    MAX_CHUNK_SIZES_BYTES,
     decode_chunk_sizes,
     decode_transformed_chunks,
     encode_chunk_sizes,
     encode_transformed_chunks,
-    parse_chunk_index,
 )
 
 SETTINGS = settings(max_examples=200, deadline=None)

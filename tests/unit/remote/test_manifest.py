@@ -11,12 +11,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from gateway.errors import CorruptManifestError
-from gateway.remote.chunk_index import (
-    ChunkIndex,
-    FixedChunkIndex,
-    VariableChunkIndex,
-    encode_transformed_chunks,
-)
+from gateway.remote.chunk_index import ChunkIndex, FixedChunkIndex, VariableChunkIndex
+from gateway.remote.chunk_sizes import encode_transformed_chunks
 from gateway.remote.keys import Suffix, decode_uuid, encode_uuid, parse_object_key
 from gateway.remote.manifest import (
     EncryptionMetadata,

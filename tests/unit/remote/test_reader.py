@@ -1,0 +1,323 @@
+"""Tiering writer -> store -> segment reader: exact original bytes for every combination."""
+
+from __future__ import annotations
+
+import itertools
+import random
+import uuid
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+from Crypto.PublicKey import RSA
+from hypothesis import given
+from hypothesis import strategies as st
+
+from gateway.errors import CorruptDataError, GatewayError, IntegrityError
+from gateway.kafka.batch import iter_batches
+from gateway.kafka.builder import RecordInput, build_batch
+from gateway.kafka.codecs import Codec
+from gateway.kafka.demo import write_demo_segment
+from gateway.kafka.writer import SegmentWriter
+from gateway.remote.chunk_index import Chunk
+from gateway.remote.keyring import KeyRing
+from gateway.remote.keys import Suffix
+from gateway.remote.manifest import IndexType, parse_manifest
+from gateway.remote.reader import RemoteSegment, SegmentReader, plan_gets
+from gateway.remote.tiering import (
+    LocalSegment,
+    SegmentObjects,
+    TieringOptions,
+    build_segment_objects,
+    read_segment_dir,
+    requires_compression,
+    segment_metadata,
+    upload_segment,
+)
+from gateway.storage.base import ObjectStore
+from gateway.storage.filesystem import FilesystemStore
+from gateway.storage.retry import Deadline, Retrier, RetryPolicy
+
+TOPIC_ID = uuid.UUID("6b1c4bd6-6d1f-4a4e-9f0e-6a2f1f0f6b1c")
+
+
+@pytest.fixture(scope="module")
+def keys(tmp_path_factory: pytest.TempPathFactory) -> KeyRing:
+    d = tmp_path_factory.mktemp("keys")
+    specs = []
+    for key_id in ("old", "new"):
+        pem = RSA.generate(2048).export_key(format="PEM", pkcs=8)
+        (d / f"{key_id}.pem").write_bytes(pem)
+        specs.append(f"{key_id}={d / f'{key_id}.pem'}")
+    return KeyRing.from_specs(specs)
+
+
+@pytest.fixture(scope="module")
+def segment(tmp_path_factory: pytest.TempPathFactory) -> LocalSegment:
+    write_demo_segment(tmp_path_factory.mktemp("seg"))
+    d = next(tmp_path_factory.getbasetemp().glob("seg*"))
+    (only,) = read_segment_dir(d)
+    return only
+
+
+@pytest.fixture
+def executor() -> Iterator[ThreadPoolExecutor]:
+    with ThreadPoolExecutor(2) as pool:
+        yield pool
+
+
+def _objects(segment: LocalSegment, keys: KeyRing, **options: object) -> SegmentObjects:
+    meta = segment_metadata(segment, topic="orders", topic_id=TOPIC_ID, partition=3)
+    return build_segment_objects(
+        segment,
+        meta,
+        key_prefix="tiered/",
+        options=TieringOptions(**options),
+        keys=keys,  # type: ignore[arg-type]
+    )
+
+
+async def _open(store: ObjectStore, objects: SegmentObjects, keys: KeyRing) -> RemoteSegment:
+    manifest_key = objects.key.with_suffix(Suffix.MANIFEST)
+    manifest = parse_manifest(await store.get(manifest_key.key), manifest_key.key)
+    return RemoteSegment.open(manifest_key, manifest, keys)
+
+
+COMBINATIONS = [
+    {"compression": False},
+    {"compression": True},
+    {"compression": False, "encrypt_with": "new"},
+    {"compression": True, "encrypt_with": "old"},
+]
+
+
+@pytest.mark.parametrize(
+    "options", COMBINATIONS, ids=lambda o: "-".join(f"{k}={v}" for k, v in o.items())
+)
+@pytest.mark.parametrize("chunk_size", [1, 100, 4096, 1 << 20])
+async def test_round_trip_exact_bytes(
+    tmp_path: Path,
+    segment: LocalSegment,
+    keys: KeyRing,
+    executor: ThreadPoolExecutor,
+    options: dict[str, object],
+    chunk_size: int,
+) -> None:
+    store = FilesystemStore(tmp_path)
+    objects = _objects(segment, keys, chunk_size=chunk_size, **options)
+    await upload_segment(store, objects)
+    remote = await _open(store, objects, keys)
+    assert remote.size == len(segment.log)
+    assert remote.manifest.chunk_index.type_name == (
+        "variable" if options["compression"] else "fixed"
+    )
+    reader = SegmentReader(store, Retrier(), executor, max_get_bytes=3000)
+    deadline = Deadline.after(30)
+    log = segment.log
+    assert await reader.read_range(remote, 0, len(log), deadline) == log
+    rng = random.Random(chunk_size)
+    for _ in range(25):
+        start = rng.randrange(0, len(log))
+        end = rng.randrange(start, len(log) + 50)
+        assert await reader.read_range(remote, start, end, deadline) == log[start:end]
+    assert await reader.read_range(remote, len(log), len(log) + 10, deadline) == b""
+    pieces = await reader.read_indexes(remote, deadline)
+    assert pieces[IndexType.OFFSET] == segment.offset_index
+    assert pieces[IndexType.TIMESTAMP] == segment.time_index
+    assert pieces[IndexType.PRODUCER_SNAPSHOT] == segment.producer_snapshot
+    assert pieces[IndexType.LEADER_EPOCH] == segment.leader_epoch_checkpoint
+    assert pieces[IndexType.TRANSACTION] == segment.txn_index
+
+
+async def test_identity_segment_is_read_at_exactly_the_asked_range(
+    tmp_path: Path, segment: LocalSegment, keys: KeyRing, executor: ThreadPoolExecutor
+) -> None:
+    store = FilesystemStore(tmp_path)
+    objects = _objects(segment, keys, chunk_size=4096)
+    assert objects.log == segment.log  # uploaded byte-identical
+    await upload_segment(store, objects)
+    reader = SegmentReader(store, Retrier(), executor)
+    remote = await _open(store, objects, keys)
+    await reader.read_range(remote, 1000, 1100, Deadline.after(5))
+    assert (reader.counters.gets, reader.counters.bytes_fetched) == (1, 100)
+
+
+async def test_whole_segment_reads_coalesce_chunks(
+    tmp_path: Path, segment: LocalSegment, keys: KeyRing, executor: ThreadPoolExecutor
+) -> None:
+    store = FilesystemStore(tmp_path)
+    objects = _objects(segment, keys, chunk_size=512, compression=True)
+    await upload_segment(store, objects)
+    remote = await _open(store, objects, keys)
+    reader = SegmentReader(store, Retrier(), executor, max_get_bytes=8 << 20)
+    await reader.read_range(remote, 0, remote.size, Deadline.after(5))
+    chunks = remote.manifest.chunk_index.chunk_count
+    assert chunks == -(-len(segment.log) // 512) and reader.counters.gets == 1
+    assert reader.counters.bytes_fetched == len(objects.log)
+    assert reader.counters.chunks_decoded == chunks
+
+
+@pytest.mark.parametrize("options", COMBINATIONS[2:], ids=["encrypted", "compressed-encrypted"])
+async def test_any_flipped_stored_byte_is_an_integrity_error(
+    tmp_path: Path,
+    segment: LocalSegment,
+    keys: KeyRing,
+    executor: ThreadPoolExecutor,
+    options: dict[str, object],
+) -> None:
+    store = FilesystemStore(tmp_path)
+    objects = _objects(segment, keys, chunk_size=2048, **options)
+    await upload_segment(store, objects)
+    remote = await _open(store, objects, keys)
+    reader = SegmentReader(store, Retrier(), executor)
+    rng = random.Random(5)
+    for _ in range(20):
+        where = rng.randrange(len(objects.log))
+        bad = bytearray(objects.log)
+        bad[where] ^= 1 << rng.randrange(8)
+        await store.put(objects.key.key, bytes(bad))
+        with pytest.raises(IntegrityError):
+            await reader.read_range(remote, 0, remote.size, Deadline.after(5))
+    for _ in range(10):
+        where = rng.randrange(len(objects.indexes))
+        bad = bytearray(objects.indexes)
+        bad[where] ^= 0x40
+        await store.put(objects.key.with_suffix(Suffix.INDEXES).key, bytes(bad))
+        with pytest.raises(IntegrityError):
+            await reader.read_indexes(remote, Deadline.after(5))
+
+
+@pytest.mark.parametrize("options", COMBINATIONS[:2], ids=["plain", "compressed"])
+async def test_unencrypted_flips_never_give_different_records(
+    tmp_path: Path,
+    segment: LocalSegment,
+    keys: KeyRing,
+    executor: ThreadPoolExecutor,
+    options: dict[str, object],
+) -> None:
+    """Without encryption the Aiven format has no checksum of its own: the batch CRC (and the
+    zstd frame checks) are what stand between a flipped byte and a client."""
+    store = FilesystemStore(tmp_path)
+    objects = _objects(segment, keys, chunk_size=2048, **options)
+    await upload_segment(store, objects)
+    remote = await _open(store, objects, keys)
+    reader = SegmentReader(store, Retrier(), executor)
+    expected = [
+        (r.offset, r.key, r.value, r.headers)
+        for b in iter_batches(segment.log)
+        for r in b.records()
+    ]
+    rng = random.Random(9)
+    for _ in range(30):
+        bad = bytearray(objects.log)
+        bad[rng.randrange(len(bad))] ^= 1 << rng.randrange(8)
+        await store.put(objects.key.key, bytes(bad))
+        try:
+            data = await reader.read_range(remote, 0, remote.size, Deadline.after(5))
+            got = [
+                (r.offset, r.key, r.value, r.headers)
+                for b in iter_batches(data, offset_range=(0, 172))
+                for r in b.records()
+            ]
+        except GatewayError as exc:
+            assert isinstance(exc, CorruptDataError)
+            continue
+        assert got == expected[: len(got)]
+
+
+class _Flaky:
+    """A store whose ranged reads come back short ``failures`` times."""
+
+    def __init__(self, inner: FilesystemStore, failures: int) -> None:
+        self.inner, self.failures, self.calls = inner, failures, 0
+
+    async def get_range(self, key: str, start: int, end: int) -> bytes:
+        self.calls += 1
+        data = await self.inner.get_range(key, start, end)
+        if self.calls <= self.failures:
+            return data[: len(data) // 2]
+        return data
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self.inner, name)
+
+
+async def test_short_bodies_are_retried(
+    tmp_path: Path, segment: LocalSegment, keys: KeyRing, executor: ThreadPoolExecutor
+) -> None:
+    inner = FilesystemStore(tmp_path)
+    objects = _objects(segment, keys, chunk_size=4096, compression=True)
+    await upload_segment(inner, objects)
+    remote = await _open(inner, objects, keys)
+    flaky = _Flaky(inner, failures=2)
+    retrier = Retrier(RetryPolicy(base_delay=0.001))
+    reader = SegmentReader(flaky, retrier, executor)  # type: ignore[arg-type]
+    assert await reader.read_range(remote, 0, remote.size, Deadline.after(5)) == segment.log
+    assert flaky.calls == 3 and retrier.counters.retries == 2
+
+
+class _Recording(FilesystemStore):
+    def __init__(self, root: Path) -> None:
+        super().__init__(root)
+        self.puts: list[str] = []
+
+    async def put(self, key: str, data: bytes) -> None:
+        self.puts.append(key.rsplit(".", 1)[1])
+        await super().put(key, data)
+
+
+async def test_upload_order_and_keys(tmp_path: Path, segment: LocalSegment, keys: KeyRing) -> None:
+    store = _Recording(tmp_path)
+    objects = _objects(segment, keys)
+    await upload_segment(store, objects)
+    assert store.puts == ["log", "indexes", "rsm-manifest"]
+    assert objects.key.key.startswith(
+        "tiered/orders-axxL1m0fSk6fDmovHw9rHA/3/00000000000000000000-"
+    )
+    meta = objects.manifest.remote_log_segment_metadata
+    assert meta is not None and (meta.start_offset, meta.end_offset) == (0, 172)
+    assert meta.segment_leader_epochs == ((0, 0), (3, 150))
+
+
+def test_compression_heuristic_looks_at_the_first_batch_only() -> None:
+    on = TieringOptions(compression=True, compression_heuristic=True)
+    plain = build_batch(0, [RecordInput(b"v" * 100, timestamp=1)])
+    zstd = build_batch(1, [RecordInput(b"v" * 100, timestamp=1)], codec=Codec.ZSTD)
+    assert requires_compression(plain + zstd, on) is True
+    assert requires_compression(zstd + plain, on) is False
+    assert requires_compression(b"", on) is False  # no first batch: uploaded uncompressed
+    corrupt = bytearray(plain)
+    corrupt[-1] ^= 1
+    assert requires_compression(bytes(corrupt), on) is False
+    assert requires_compression(zstd, TieringOptions(compression=True)) is True
+    assert requires_compression(plain, TieringOptions()) is False
+
+
+def test_active_segment_is_not_tiered(tmp_path: Path) -> None:
+    for base in (0, 10):
+        seg = SegmentWriter(base_offset=base)
+        seg.append(build_batch(base, [RecordInput(b"x", timestamp=1)] * 10))
+        seg.write(tmp_path)
+    (tmp_path / "00000000000000000020.snapshot").unlink()  # offset 10's segment is still active
+    assert [s.base_offset for s in read_segment_dir(tmp_path)] == [0]
+
+
+def _chunks(sizes: list[int]) -> list[Chunk]:
+    out, pos = [], 0
+    for i, size in enumerate(sizes):
+        out.append(Chunk(i, i * 10, 10, pos, size))
+        pos += size
+    return out
+
+
+@given(st.lists(st.integers(1, 50), min_size=1, max_size=60), st.integers(1, 200))
+def test_plan_gets_covers_every_chunk_once_within_the_cap(sizes: list[int], cap: int) -> None:
+    chunks = _chunks(sizes)
+    gets = plan_gets(chunks, cap)
+    assert [c for g in gets for c in g.chunks] == chunks
+    for g in gets:
+        assert g.start == g.chunks[0].transformed_position and g.end == g.chunks[-1].transformed_end
+        assert g.size <= cap or len(g.chunks) == 1
+    for a, b in itertools.pairwise(gets):  # greedy: the next chunk did not fit
+        assert b.chunks[0].transformed_end - a.start > cap
