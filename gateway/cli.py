@@ -3,16 +3,18 @@
 from __future__ import annotations
 
 import argparse
+import asyncio
 import contextlib
 import json
 import mmap
 import os
 import sys
+import uuid
 from collections.abc import Sequence
 from pathlib import Path
 
 from gateway import __version__
-from gateway.errors import GatewayError
+from gateway.errors import ConfigurationError, GatewayError
 
 EXIT_OK = 0
 EXIT_CRC_WARNINGS = 1
@@ -35,6 +37,28 @@ def _parser() -> argparse.ArgumentParser:
         action="store_true",
         help="stop with exit code 2 at the first batch whose CRC fails (default: warn)",
     )
+
+    t = sub.add_parser("tier", help="upload a broker's segment folder as Aiven's plugin would")
+    t.add_argument("segment_dir", type=Path, help="a partition folder with rolled segments")
+    t.add_argument("--store", required=True, help="file:///abs/dir or s3://bucket")
+    t.add_argument("--key-prefix", default="", help="object key prefix (e.g. 'tiered/')")
+    t.add_argument("--topic", required=True)
+    t.add_argument("--topic-id", required=True, help="Kafka topic id (base64url or UUID form)")
+    t.add_argument("--partition", type=int, required=True)
+    t.add_argument("--chunk-size", type=int, default=4 * 1024 * 1024, help="bytes per chunk")
+    t.add_argument("--compression", action="store_true", help="zstd-compress each chunk")
+    t.add_argument(
+        "--compression-heuristic",
+        action="store_true",
+        help="compress only segments whose first batch is uncompressed",
+    )
+    t.add_argument("--encrypt-with", metavar="KEY_ID", help="encrypt with this key pair")
+    t.add_argument(
+        "--key-pair", action="append", default=[], metavar="ID=PEM", help="an RSA key pair"
+    )
+    t.add_argument("--s3-endpoint-url", help="S3 endpoint (MinIO, moto, ...)")
+    t.add_argument("--s3-region")
+    t.add_argument("--s3-path-style", action="store_true")
 
     g = sub.add_parser("demo-segment", help="write a demo segment folder, as a broker would")
     g.add_argument("--out", type=Path, required=True, help="folder to write the segment files to")
@@ -79,6 +103,93 @@ def _dump(args: argparse.Namespace) -> int:
     return EXIT_CRC_WARNINGS if report.bad_crc else EXIT_OK
 
 
+def _topic_id(text: str) -> uuid.UUID:
+    from gateway.errors import InvalidKeyError  # noqa: PLC0415
+    from gateway.remote.keys import decode_uuid  # noqa: PLC0415
+
+    try:
+        return uuid.UUID(text)
+    except ValueError:
+        pass
+    try:
+        return decode_uuid(text)
+    except InvalidKeyError as exc:
+        raise ConfigurationError(f"--topic-id {text!r} is neither a UUID nor base64url") from exc
+
+
+async def _tier_async(args: argparse.Namespace) -> int:
+    from gateway.remote.keyring import KeyRing  # noqa: PLC0415
+    from gateway.remote.tiering import (  # noqa: PLC0415
+        TieringOptions,
+        build_segment_objects,
+        read_segment_dir,
+        segment_metadata,
+        upload_segment,
+    )
+    from gateway.storage.factory import open_store  # noqa: PLC0415
+
+    options = TieringOptions(
+        chunk_size=args.chunk_size,
+        compression=args.compression,
+        compression_heuristic=args.compression_heuristic,
+        encrypt_with=args.encrypt_with,
+    )
+    keys = KeyRing.from_specs(args.key_pair)
+    if args.encrypt_with is not None and args.encrypt_with not in keys:
+        raise ConfigurationError(f"--encrypt-with {args.encrypt_with!r}: no such --key-pair")
+    topic_id = _topic_id(args.topic_id)
+    if not args.segment_dir.is_dir():
+        raise ConfigurationError(f"{args.segment_dir} is not a directory")
+    store = await open_store(
+        args.store,
+        endpoint_url=args.s3_endpoint_url,
+        region=args.s3_region,
+        path_style=args.s3_path_style,
+    )
+    count = 0
+    try:
+        for segment in read_segment_dir(args.segment_dir):
+            meta = segment_metadata(
+                segment, topic=args.topic, topic_id=topic_id, partition=args.partition
+            )
+            objects = build_segment_objects(
+                segment, meta, key_prefix=args.key_prefix, options=options, keys=keys
+            )
+            await upload_segment(store, objects)
+            count += 1
+            print(
+                json.dumps(
+                    {
+                        "key": objects.key.key,
+                        "start_offset": meta.start_offset,
+                        "end_offset": meta.end_offset,
+                        "size": len(segment.log),
+                        "stored_size": len(objects.log),
+                        "chunks": objects.manifest.chunk_index.chunk_count,
+                        "compression": objects.manifest.compression,
+                        "encrypted_with": args.encrypt_with,
+                    },
+                    separators=(",", ":"),
+                )
+            )
+    finally:
+        await store.close()
+    if count == 0:
+        print(f"warning: no rolled segment found in {args.segment_dir}", file=sys.stderr)
+    return EXIT_OK
+
+
+def _tier(args: argparse.Namespace) -> int:
+    try:
+        return asyncio.run(_tier_async(args))
+    except GatewayError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    except OSError as exc:
+        print(f"error: {exc.filename or ''}: {exc.strerror}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+
+
 def _demo_segment(args: argparse.Namespace) -> int:
     from gateway.kafka.demo import write_demo_segment  # noqa: PLC0415
 
@@ -91,6 +202,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     if args.command == "dump":
         return _dump(args)
+    if args.command == "tier":
+        return _tier(args)
     if args.command == "demo-segment":
         return _demo_segment(args)
     raise AssertionError(args.command)  # argparse rejects unknown commands
