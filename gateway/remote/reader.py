@@ -52,14 +52,19 @@ class RangeGet:
 
 
 def plan_gets(chunks: Sequence[Chunk], max_get_bytes: int) -> list[RangeGet]:
-    """Coalesce chunks that are contiguous in the stored object into GETs of at most
-    ``max_get_bytes`` (a single chunk larger than that is still one GET)."""
+    """Coalesce chunks that are contiguous in the stored object into one GET while it carries
+    at most ``max_get_bytes`` of stored bytes or at most ``max_get_bytes`` of segment data (so
+    two 4 MiB encrypted chunks, 28 bytes of GCM framing over 8 MiB, still make one 8 MiB GET).
+    A single chunk larger than the cap is still one GET."""
     gets: list[RangeGet] = []
     run: list[Chunk] = []
     for chunk in chunks:
         if run and (
             chunk.transformed_position != run[-1].transformed_end
-            or chunk.transformed_end - run[0].transformed_position > max_get_bytes
+            or (
+                chunk.transformed_end - run[0].transformed_position > max_get_bytes
+                and chunk.original_end - run[0].original_position > max_get_bytes
+            )
         ):
             gets.append(RangeGet(run[0].transformed_position, run[-1].transformed_end, tuple(run)))
             run = []

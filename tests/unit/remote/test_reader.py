@@ -316,8 +316,13 @@ def test_plan_gets_covers_every_chunk_once_within_the_cap(sizes: list[int], cap:
     chunks = _chunks(sizes)
     gets = plan_gets(chunks, cap)
     assert [c for g in gets for c in g.chunks] == chunks
+
+    def carried(g_chunks: tuple[Chunk, ...] | list[Chunk]) -> int:
+        return g_chunks[-1].original_end - g_chunks[0].original_position
+
     for g in gets:
         assert g.start == g.chunks[0].transformed_position and g.end == g.chunks[-1].transformed_end
-        assert g.size <= cap or len(g.chunks) == 1
-    for a, b in itertools.pairwise(gets):  # greedy: the next chunk did not fit
-        assert b.chunks[0].transformed_end - a.start > cap
+        assert g.size <= cap or carried(g.chunks) <= cap or len(g.chunks) == 1
+    for a, b in itertools.pairwise(gets):  # greedy: the next chunk fitted neither way
+        grown = [*a.chunks, b.chunks[0]]
+        assert b.chunks[0].transformed_end - a.start > cap and carried(grown) > cap
