@@ -52,6 +52,11 @@ def _parser() -> argparse.ArgumentParser:
         action="store_true",
         help="compress only segments whose first batch is uncompressed",
     )
+    t.add_argument(
+        "--include-active",
+        action="store_true",
+        help="also tier the newest segment (only for a folder no broker appends to any more)",
+    )
     t.add_argument("--encrypt-with", metavar="KEY_ID", help="encrypt with this key pair")
     t.add_argument(
         "--key-pair", action="append", default=[], metavar="ID=PEM", help="an RSA key pair"
@@ -119,7 +124,10 @@ def _topic_id(text: str) -> uuid.UUID:
 
 async def _tier_async(args: argparse.Namespace) -> int:
     from gateway.remote.keyring import KeyRing  # noqa: PLC0415
+    from gateway.remote.manifest import RemoteLogSegmentMetadata  # noqa: PLC0415
     from gateway.remote.tiering import (  # noqa: PLC0415
+        LocalSegment,
+        SegmentObjects,
         TieringOptions,
         build_segment_objects,
         read_segment_dir,
@@ -147,14 +155,23 @@ async def _tier_async(args: argparse.Namespace) -> int:
         path_style=args.s3_path_style,
     )
     count = 0
+
+    def build(segment: LocalSegment) -> tuple[RemoteLogSegmentMetadata, SegmentObjects]:
+        meta = segment_metadata(
+            segment, topic=args.topic, topic_id=topic_id, partition=args.partition
+        )
+        objects = build_segment_objects(
+            segment, meta, key_prefix=args.key_prefix, options=options, keys=keys
+        )
+        return meta, objects
+
     try:
-        for segment in read_segment_dir(args.segment_dir):
-            meta = segment_metadata(
-                segment, topic=args.topic, topic_id=topic_id, partition=args.partition
-            )
-            objects = build_segment_objects(
-                segment, meta, key_prefix=args.key_prefix, options=options, keys=keys
-            )
+        segments = await asyncio.to_thread(
+            lambda: list(read_segment_dir(args.segment_dir, include_active=args.include_active))
+        )
+        for segment in segments:
+            # compression, encryption and the key wrap are CPU work: off the event loop
+            meta, objects = await asyncio.to_thread(build, segment)
             await upload_segment(store, objects)
             count += 1
             print(
@@ -175,7 +192,11 @@ async def _tier_async(args: argparse.Namespace) -> int:
     finally:
         await store.close()
     if count == 0:
-        print(f"warning: no rolled segment found in {args.segment_dir}", file=sys.stderr)
+        print(
+            f"warning: no rolled segment in {args.segment_dir} (the newest is the active one; "
+            "--include-active tiers it too)",
+            file=sys.stderr,
+        )
     return EXIT_OK
 
 

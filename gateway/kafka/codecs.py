@@ -187,13 +187,16 @@ def _unzstd(data: bytes | memoryview, max_size: int) -> bytes:
         raise CodecError(f"zstd frame header is corrupt: {exc}") from exc
     if declared > max_size:
         raise _exceeded(Codec.ZSTD, max_size)
-    try:
-        # One frame (what zstd-jni streams write): the fast path. A declared size wins over
-        # max_output_size inside zstandard, which is why it was checked above.
-        out: bytes = dctx.decompress(data, max_output_size=max_size, allow_extra_data=False)
-        return out
-    except zstandard.ZstdError:
-        pass
+    if declared >= 0:
+        try:
+            # One frame with its size declared: the fast path. (A declared size wins over
+            # max_output_size inside zstandard, which is why it was checked above.) Without a
+            # declared size zstandard stops after the first frame, so that case and several
+            # frames take the exact path below.
+            out: bytes = dctx.decompress(data, allow_extra_data=False)
+            return out
+        except zstandard.ZstdError:
+            pass
     return _unzstd_slow(dctx, data, max_size)
 
 

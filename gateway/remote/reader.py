@@ -15,12 +15,12 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Sequence
+from collections.abc import Coroutine, Sequence
 from concurrent.futures import Executor
 from dataclasses import dataclass, field
-from typing import Final
+from typing import Any, Final, TypeVar
 
-from gateway.errors import CorruptManifestError, StorageUnavailableError
+from gateway.errors import CorruptDataError, CorruptManifestError
 from gateway.remote.chunk_index import Chunk
 from gateway.remote.keyring import KeyRing
 from gateway.remote.keys import ObjectKey, Suffix
@@ -33,6 +33,8 @@ from gateway.remote.transforms import (
 )
 from gateway.storage.base import ObjectStore
 from gateway.storage.retry import Deadline, Retrier
+
+T = TypeVar("T")
 
 DEFAULT_MAX_GET_BYTES: Final = 8 * 1024 * 1024
 LATENCY_BUCKETS: Final = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
@@ -84,8 +86,8 @@ class RemoteSegment:
 
     @classmethod
     def open(cls, key: ObjectKey, manifest: SegmentManifest, keys: KeyRing) -> RemoteSegment:
-        """Unwraps the data key with the key ring: an RSA private-key operation, so callers
-        keep the result per segment."""
+        """Unwraps the data key with the key ring: an RSA private-key operation (milliseconds
+        of CPU), so call it from a worker thread and keep the result per segment."""
         encryption = None
         if manifest.encryption is not None:
             enc = manifest.encryption
@@ -128,6 +130,19 @@ def _detransform(data: bytes, get: RangeGet, transform: ChunkTransform) -> list[
     return out
 
 
+async def _all_or_nothing(coros: Sequence[Coroutine[Any, Any, T]]) -> list[T]:
+    """``gather``, but the first failure cancels the siblings: no GETs, retries or decoding
+    for a response that has already failed."""
+    tasks = [asyncio.ensure_future(c) for c in coros]
+    try:
+        return list(await asyncio.gather(*tasks))
+    except BaseException:
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        raise
+
+
 class SegmentReader:
     """Reads original bytes of remote segments from one store."""
 
@@ -153,15 +168,22 @@ class SegmentReader:
         what = f"GET {key} [{start}, {end})"
 
         async def attempt() -> bytes:
-            async with self._gets:
-                t0 = time.monotonic()
-                data = await self._store.get_range(key, start, end)
-                self.counters.observe_get(time.monotonic() - t0, len(data))
-            if len(data) != end - start:
-                raise StorageUnavailableError(f"{what}: got {len(data)} bytes")
+            t0 = time.monotonic()
+            data = await self._store.get_range(key, start, end)
+            self.counters.observe_get(time.monotonic() - t0, len(data))
             return data
 
-        return await self._retrier.run(what, attempt, deadline)
+        # The slot is taken outside the retrier: waiting for one must not eat the per-attempt
+        # timeout. A store reports a body cut short in transit as a retriable fault itself; a
+        # complete answer that is shorter than the manifest promised is an object too short.
+        async with self._gets:
+            data = await self._retrier.run(what, attempt, deadline)
+        if len(data) != end - start:
+            raise CorruptDataError(
+                f"{what}: the object holds only {len(data)} of these bytes; it is shorter "
+                "than its manifest says"
+            )
+        return data
 
     async def read_range(
         self, segment: RemoteSegment, start: int, end: int, deadline: Deadline
@@ -179,8 +201,8 @@ class SegmentReader:
 
     async def _read_plain(self, key: str, start: int, end: int, deadline: Deadline) -> bytes:
         step = self._max_get_bytes
-        parts = await asyncio.gather(
-            *(self._get(key, lo, min(lo + step, end), deadline) for lo in range(start, end, step))
+        parts = await _all_or_nothing(
+            [self._get(key, lo, min(lo + step, end), deadline) for lo in range(start, end, step)]
         )
         return b"".join(parts)
 
@@ -197,11 +219,13 @@ class SegmentReader:
             data = await self._get(key, get.start, get.end, deadline)
             return await loop.run_in_executor(self._executor, _detransform, data, get, transform)
 
-        decoded = await asyncio.gather(*(fetch(g) for g in plan_gets(chunks, self._max_get_bytes)))
+        decoded = await _all_or_nothing([fetch(g) for g in plan_gets(chunks, self._max_get_bytes)])
         pieces = [piece for group in decoded for piece in group]
         self.counters.chunks_decoded += len(pieces)
-        first = chunks[0].original_position
-        return b"".join(pieces)[start - first : end - first]
+        # Trim the outer chunks to the range, then join once (no second full-size copy).
+        pieces[-1] = pieces[-1][: end - chunks[-1].original_position]
+        pieces[0] = pieces[0][start - chunks[0].original_position :]
+        return b"".join(pieces)
 
     async def read_indexes(
         self, segment: RemoteSegment, deadline: Deadline
@@ -210,13 +234,16 @@ class SegmentReader:
         (``None`` for an absent transaction index), from one GET."""
         layout, transform = segment.manifest.segment_indexes, segment.transform
         key = segment.key.with_suffix(Suffix.INDEXES).key
-        data = await self._get(key, 0, layout.total_size, deadline)
+        # Each piece is read at its own position and size, as the plugin does; positions are
+        # cumulative when the plugin writes them, but nothing here relies on it.
+        pieces = {kind: layout[kind] for kind in IndexType}
+        end = max((p.end for p in pieces.values() if p is not None), default=0)
+        data = await self._get(key, 0, end, deadline)
         loop = asyncio.get_running_loop()
 
         def split() -> dict[IndexType, bytes | None]:
             out: dict[IndexType, bytes | None] = {}
-            for kind in IndexType:
-                piece = layout[kind]
+            for kind, piece in pieces.items():
                 out[kind] = (
                     None
                     if piece is None

@@ -93,16 +93,17 @@ def requires_compression(log: bytes, options: TieringOptions) -> bool:
     try:
         first = next(iter_batches(log))
         first.ensure_valid()
+        return first.codec is Codec.NONE
     except (StopIteration, GatewayError):
         return False  # the plugin logs a warning and uploads uncompressed
-    return first.codec is Codec.NONE
 
 
-def read_segment_dir(directory: Path) -> Iterator[LocalSegment]:
-    """Every rolled segment of a broker's partition folder, oldest first.
+def read_segment_dir(directory: Path, *, include_active: bool = False) -> Iterator[LocalSegment]:
+    """The rolled segments of a broker's partition folder, oldest first.
 
-    The newest ``.log`` is the active segment (never tiered) unless a producer snapshot at a
-    later offset shows it was rolled (the codec issue's segment writer writes that)."""
+    The newest ``.log`` is the active segment, which Kafka never tiers: it is skipped unless
+    ``include_active`` (a folder from a stopped broker, or the demo, where the caller knows no
+    more data will be appended to it)."""
     logs = sorted(directory.glob("[0-9]" * 20 + ".log"))
     checkpoint_path = directory / "leader-epoch-checkpoint"
     checkpoint = checkpoint_path.read_bytes() if checkpoint_path.exists() else b"0\n0\n"
@@ -112,12 +113,10 @@ def read_segment_dir(directory: Path) -> Iterator[LocalSegment]:
         base = bases[i]
         if i + 1 < len(bases):
             next_base = bases[i + 1]
+        elif include_active:
+            next_base = max((b.next_offset for b in iter_batches(path.read_bytes())), default=base)
         else:
-            snapshots = sorted(int(p.stem) for p in directory.glob("[0-9]" * 20 + ".snapshot"))
-            later = [s for s in snapshots if s > base]
-            if not later:
-                return  # the active segment
-            next_base = later[-1]
+            return
         snapshot = directory / f"{next_base:020d}.snapshot"
         txn = path.with_suffix(".txnindex")
         # The in-memory checkpoint Kafka uploads: every entry starting before the next segment.

@@ -51,6 +51,7 @@ class FilesystemStore:
     # --- keys ----------------------------------------------------------------------------
 
     def _path(self, key: str) -> Path:
+        """The file for ``key``; touches the filesystem (resolve), so call it in a thread."""
         parts = key.split("/")
         if (
             not key
@@ -62,7 +63,10 @@ class FilesystemStore:
         ):
             raise InvalidKeyError(f"object key {key!r} is not a plain relative path")
         path = self._root.joinpath(*parts)
-        resolved = path.resolve()
+        try:
+            resolved = path.resolve()
+        except (RuntimeError, OSError) as exc:  # a symlink loop (RuntimeError on 3.11)
+            raise InvalidKeyError(f"object key {key!r} cannot be resolved") from exc
         if resolved != self._root and self._root not in resolved.parents:
             raise InvalidKeyError(f"object key {key!r} resolves outside the store root")
         return path
@@ -90,10 +94,9 @@ class FilesystemStore:
     async def get_range(self, key: str, start: int, end: int) -> bytes:
         if start < 0 or end < start:
             raise ValueError(f"invalid range [{start}, {end})")
-        path = self._path(key)
 
         def read() -> bytes:
-            fd = os.open(path, os.O_RDONLY)
+            fd = os.open(self._path(key), os.O_RDONLY)
             try:
                 return os.pread(fd, end - start, start)
             finally:
@@ -102,13 +105,11 @@ class FilesystemStore:
         return await self._run(key, read)
 
     async def get(self, key: str) -> bytes:
-        path = self._path(key)
-        return await self._run(key, path.read_bytes)
+        return await self._run(key, lambda: self._path(key).read_bytes())
 
     async def put(self, key: str, data: bytes) -> None:
-        path = self._path(key)
-
         def write() -> None:
+            path = self._path(key)
             path.parent.mkdir(parents=True, exist_ok=True)
             tmp = path.with_name(f"{TMP_PREFIX}{uuid.uuid4().hex}")
             try:
@@ -121,9 +122,8 @@ class FilesystemStore:
         await self._run(key, write)
 
     async def head(self, key: str) -> ObjectInfo:
-        path = self._path(key)
-
         def stat() -> ObjectInfo:
+            path = self._path(key)
             st = path.stat()
             if not path.is_file():
                 raise IsADirectoryError(key)
@@ -132,17 +132,16 @@ class FilesystemStore:
         return await self._run(key, stat)
 
     async def delete(self, key: str) -> None:
-        path = self._path(key)
-        await self._run(key, lambda: path.unlink(missing_ok=True))
+        await self._run(key, lambda: self._path(key).unlink(missing_ok=True))
 
     async def list(self, prefix: str) -> AsyncIterator[ObjectInfo]:
         # Walk only below the deepest directory the prefix names, then filter by string prefix.
         base_dir = prefix.rsplit("/", 1)[0] if "/" in prefix else ""
         start = self._root.joinpath(*base_dir.split("/")) if base_dir else self._root
-        if base_dir:
-            self._path(base_dir)  # refuses prefixes that leave the root
 
         def walk() -> list[ObjectInfo]:
+            if base_dir:
+                self._path(base_dir)  # refuses prefixes that leave the root
             found: list[ObjectInfo] = []
             for dirpath, _dirs, files in os.walk(start):
                 for name in files:

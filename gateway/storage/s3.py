@@ -62,6 +62,7 @@ _TRANSIENT_EXCEPTIONS: Final = (
     botocore.exceptions.ReadTimeoutError,
     botocore.exceptions.ConnectTimeoutError,
     botocore.exceptions.ResponseStreamingError,
+    botocore.exceptions.IncompleteReadError,
     aiohttp.ClientPayloadError,
     aiohttp.ClientConnectionError,
     ConnectionResetError,

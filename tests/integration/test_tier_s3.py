@@ -32,7 +32,7 @@ async def test_tier_command_to_s3_and_read_back(
             "--s3-endpoint-url", moto_endpoint, "--s3-region", "us-east-1",
             "--key-prefix", "tiered/", "--topic", "orders.v1-eu",
             "--topic-id", "6b1c4bd6-6d1f-4a4e-9f0e-6a2f1f0f6b1c", "--partition", "7",
-            "--chunk-size", "1024", "--compression", "--encrypt-with", "k1",
+            "--chunk-size", "1024", "--compression", "--encrypt-with", "k1", "--include-active",
             "--key-pair", f"k1={pem}",
         ],
         capture_output=True, text=True, check=False,

@@ -135,3 +135,24 @@ def test_xerial_block_overrun_is_corrupt() -> None:
     struct.pack_into(">i", framed, 16, 10_000)
     with pytest.raises(CodecError, match="overruns"):
         decompress(Codec.SNAPPY, bytes(framed), CAP)
+
+
+def _streamed(data: bytes) -> bytes:
+    buf = io.BytesIO()
+    with zstandard.ZstdCompressor().stream_writer(buf, closefd=False) as w:
+        w.write(data)
+    return buf.getvalue()
+
+
+def test_zstd_frames_after_an_undeclared_first_frame_are_read() -> None:
+    """What Java's ZstdInputStream reads: every frame, declared size or not."""
+    assert decompress(Codec.ZSTD, _streamed(b"first ") + _streamed(b"second"), CAP) == (
+        b"first second"
+    )
+
+
+def test_zstd_junk_after_a_frame_is_corrupt() -> None:
+    with pytest.raises(CodecError):
+        decompress(Codec.ZSTD, _streamed(b"payload") + b"junk after the frame", CAP)
+    with pytest.raises(CodecError):
+        decompress(Codec.ZSTD, zstandard.ZstdCompressor().compress(b"x" * 100) + b"junk", CAP)

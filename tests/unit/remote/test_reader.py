@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+import dataclasses
 import itertools
 import random
 import uuid
@@ -14,7 +16,13 @@ from Crypto.PublicKey import RSA
 from hypothesis import given
 from hypothesis import strategies as st
 
-from gateway.errors import CorruptDataError, GatewayError, IntegrityError
+from gateway.errors import (
+    CorruptDataError,
+    GatewayError,
+    IntegrityError,
+    ObjectNotFoundError,
+    StorageUnavailableError,
+)
 from gateway.kafka.batch import iter_batches
 from gateway.kafka.builder import RecordInput, build_batch
 from gateway.kafka.codecs import Codec
@@ -23,7 +31,7 @@ from gateway.kafka.writer import SegmentWriter
 from gateway.remote.chunk_index import Chunk
 from gateway.remote.keyring import KeyRing
 from gateway.remote.keys import Suffix
-from gateway.remote.manifest import IndexType, parse_manifest
+from gateway.remote.manifest import IndexType, SegmentIndex, parse_manifest
 from gateway.remote.reader import RemoteSegment, SegmentReader, plan_gets
 from gateway.remote.tiering import (
     LocalSegment,
@@ -57,7 +65,7 @@ def keys(tmp_path_factory: pytest.TempPathFactory) -> KeyRing:
 def segment(tmp_path_factory: pytest.TempPathFactory) -> LocalSegment:
     write_demo_segment(tmp_path_factory.mktemp("seg"))
     d = next(tmp_path_factory.getbasetemp().glob("seg*"))
-    (only,) = read_segment_dir(d)
+    (only,) = read_segment_dir(d, include_active=True)
     return only
 
 
@@ -227,17 +235,16 @@ async def test_unencrypted_flips_never_give_different_records(
 
 
 class _Flaky:
-    """A store whose ranged reads come back short ``failures`` times."""
+    """A store whose ranged reads fail as a body cut short in transit ``failures`` times."""
 
     def __init__(self, inner: FilesystemStore, failures: int) -> None:
         self.inner, self.failures, self.calls = inner, failures, 0
 
     async def get_range(self, key: str, start: int, end: int) -> bytes:
         self.calls += 1
-        data = await self.inner.get_range(key, start, end)
         if self.calls <= self.failures:
-            return data[: len(data) // 2]
-        return data
+            raise StorageUnavailableError("body of 10 bytes, expected 4096")
+        return await self.inner.get_range(key, start, end)
 
     def __getattr__(self, name: str) -> object:
         return getattr(self.inner, name)
@@ -299,8 +306,12 @@ def test_active_segment_is_not_tiered(tmp_path: Path) -> None:
         seg = SegmentWriter(base_offset=base)
         seg.append(build_batch(base, [RecordInput(b"x", timestamp=1)] * 10))
         seg.write(tmp_path)
-    (tmp_path / "00000000000000000020.snapshot").unlink()  # offset 10's segment is still active
+    # a cleanly stopped broker leaves a snapshot at the log end: still the active segment
+    assert (tmp_path / "00000000000000000020.snapshot").exists()
     assert [s.base_offset for s in read_segment_dir(tmp_path)] == [0]
+    both = list(read_segment_dir(tmp_path, include_active=True))
+    assert [s.base_offset for s in both] == [0, 10]
+    assert both[0].producer_snapshot == (tmp_path / "00000000000000000010.snapshot").read_bytes()
 
 
 def _chunks(sizes: list[int]) -> list[Chunk]:
@@ -326,3 +337,94 @@ def test_plan_gets_covers_every_chunk_once_within_the_cap(sizes: list[int], cap:
     for a, b in itertools.pairwise(gets):  # greedy: the next chunk fitted neither way
         grown = [*a.chunks, b.chunks[0]]
         assert b.chunks[0].transformed_end - a.start > cap and carried(grown) > cap
+
+
+async def test_an_object_shorter_than_its_manifest_is_corrupt_not_retried(
+    tmp_path: Path, segment: LocalSegment, keys: KeyRing, executor: ThreadPoolExecutor
+) -> None:
+    store = FilesystemStore(tmp_path)
+    objects = _objects(segment, keys, chunk_size=4096, compression=True)
+    await upload_segment(store, objects)
+    remote = await _open(store, objects, keys)
+    await store.put(objects.key.key, objects.log[:-10])
+    retrier = Retrier(RetryPolicy(base_delay=0.001))
+    reader = SegmentReader(store, retrier, executor)
+    with pytest.raises(CorruptDataError, match="shorter than its manifest"):
+        await reader.read_range(remote, 0, remote.size, Deadline.after(5))
+    assert retrier.counters.retries == 0
+
+
+async def test_waiting_for_a_get_slot_does_not_eat_the_attempt_timeout(
+    tmp_path: Path, segment: LocalSegment, keys: KeyRing, executor: ThreadPoolExecutor
+) -> None:
+    class Slow(FilesystemStore):
+        async def get_range(self, key: str, start: int, end: int) -> bytes:
+            await asyncio.sleep(0.05)
+            return await super().get_range(key, start, end)
+
+    store = Slow(tmp_path)
+    objects = _objects(segment, keys, chunk_size=512, compression=True)
+    await upload_segment(store, objects)
+    remote = await _open(store, objects, keys)
+    retrier = Retrier(RetryPolicy(attempt_timeout=0.08))
+    reader = SegmentReader(store, retrier, executor, max_get_bytes=600, max_concurrent_gets=2)
+    assert await reader.read_range(remote, 0, remote.size, Deadline.after(30)) == segment.log
+    # >= 5 GETs over 2 slots at 50 ms each queue longer than one 80 ms attempt timeout
+    assert reader.counters.gets >= 5 and retrier.counters.timeouts == 0
+
+
+async def test_one_failed_get_cancels_its_siblings(
+    tmp_path: Path, segment: LocalSegment, keys: KeyRing, executor: ThreadPoolExecutor
+) -> None:
+    class FailFirst(FilesystemStore):
+        started = 0
+
+        async def get_range(self, key: str, start: int, end: int) -> bytes:
+            FailFirst.started += 1
+            if start == 0:
+                raise ObjectNotFoundError("gone")
+            await asyncio.sleep(0.2)
+            return await super().get_range(key, start, end)
+
+    store = FailFirst(tmp_path)
+    objects = _objects(segment, keys, chunk_size=512, compression=True)
+    await upload_segment(store, objects)
+    remote = await _open(store, objects, keys)
+    reader = SegmentReader(store, Retrier(), executor, max_get_bytes=600)
+    with pytest.raises(ObjectNotFoundError):
+        await reader.read_range(remote, 0, remote.size, Deadline.after(30))
+    await asyncio.sleep(0.4)  # longer than a sibling's GET: uncancelled, it would finish now
+    assert reader.counters.gets == 0  # the slow siblings never completed a GET
+
+
+async def test_index_pieces_are_read_at_their_own_positions(
+    tmp_path: Path, segment: LocalSegment, keys: KeyRing, executor: ThreadPoolExecutor
+) -> None:
+    store = FilesystemStore(tmp_path)
+    objects = _objects(segment, keys)
+    await upload_segment(store, objects)
+    remote = await _open(store, objects, keys)
+    layout = remote.manifest.segment_indexes
+    # Put the leader-epoch piece first: positions are no longer cumulative.
+    epoch = objects.indexes[layout.leader_epoch.position : layout.leader_epoch.end]
+    rest = objects.indexes[: layout.leader_epoch.position]
+    shift = len(epoch)
+    moved = dataclasses.replace(
+        layout,
+        offset=SegmentIndex(layout.offset.position + shift, layout.offset.size),
+        timestamp=SegmentIndex(layout.timestamp.position + shift, layout.timestamp.size),
+        producer_snapshot=SegmentIndex(
+            layout.producer_snapshot.position + shift, layout.producer_snapshot.size
+        ),
+        leader_epoch=SegmentIndex(0, len(epoch)),
+        transaction=None,
+    )
+    await store.put(objects.key.with_suffix(Suffix.INDEXES).key, epoch + rest)
+    shuffled = RemoteSegment(
+        remote.key, dataclasses.replace(remote.manifest, segment_indexes=moved), remote.transform
+    )
+    pieces = await SegmentReader(store, Retrier(), executor).read_indexes(
+        shuffled, Deadline.after(5)
+    )
+    assert pieces[IndexType.OFFSET] == segment.offset_index
+    assert pieces[IndexType.LEADER_EPOCH] == segment.leader_epoch_checkpoint

@@ -108,3 +108,11 @@ async def test_open_store_urls(tmp_path: Path) -> None:
     for bad in ("file://relative/dir", "file://host/abs", "gs://bucket", "nonsense", "s3://b/x"):
         with pytest.raises(ConfigurationError):
             await open_store(bad)
+
+
+async def test_symlink_loop_is_an_invalid_key(store: FilesystemStore) -> None:
+    os.symlink(store.root / "loop-b", store.root / "loop-a")
+    os.symlink(store.root / "loop-a", store.root / "loop-b")
+    for op in (store.get("loop-a/x"), store.put("loop-a/x", b"1"), store.head("loop-a")):
+        with pytest.raises((InvalidKeyError, ObjectNotFoundError)):
+            await op
