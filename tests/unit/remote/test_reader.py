@@ -92,6 +92,15 @@ async def _open(store: ObjectStore, objects: SegmentObjects, keys: KeyRing) -> R
     return RemoteSegment.open(manifest_key, manifest, keys)
 
 
+async def _tiered(
+    store: ObjectStore, segment: LocalSegment, keys: KeyRing, **options: object
+) -> tuple[SegmentObjects, RemoteSegment]:
+    """Tier ``segment`` into ``store`` and open it as the reader would."""
+    objects = _objects(segment, keys, **options)
+    await upload_segment(store, objects)
+    return objects, await _open(store, objects, keys)
+
+
 COMBINATIONS = [
     {"compression": False},
     {"compression": True},
@@ -113,9 +122,7 @@ async def test_round_trip_exact_bytes(
     chunk_size: int,
 ) -> None:
     store = FilesystemStore(tmp_path)
-    objects = _objects(segment, keys, chunk_size=chunk_size, **options)
-    await upload_segment(store, objects)
-    remote = await _open(store, objects, keys)
+    _, remote = await _tiered(store, segment, keys, chunk_size=chunk_size, **options)
     assert remote.size == len(segment.log)
     assert remote.manifest.chunk_index.type_name == (
         "variable" if options["compression"] else "fixed"
@@ -155,9 +162,7 @@ async def test_whole_segment_reads_coalesce_chunks(
     tmp_path: Path, segment: LocalSegment, keys: KeyRing, executor: ThreadPoolExecutor
 ) -> None:
     store = FilesystemStore(tmp_path)
-    objects = _objects(segment, keys, chunk_size=512, compression=True)
-    await upload_segment(store, objects)
-    remote = await _open(store, objects, keys)
+    objects, remote = await _tiered(store, segment, keys, chunk_size=512, compression=True)
     reader = SegmentReader(store, Retrier(), executor, max_get_bytes=8 << 20)
     await reader.read_range(remote, 0, remote.size, Deadline.after(5))
     chunks = remote.manifest.chunk_index.chunk_count
@@ -175,9 +180,7 @@ async def test_any_flipped_stored_byte_is_an_integrity_error(
     options: dict[str, object],
 ) -> None:
     store = FilesystemStore(tmp_path)
-    objects = _objects(segment, keys, chunk_size=2048, **options)
-    await upload_segment(store, objects)
-    remote = await _open(store, objects, keys)
+    objects, remote = await _tiered(store, segment, keys, chunk_size=2048, **options)
     reader = SegmentReader(store, Retrier(), executor)
     rng = random.Random(5)
     for _ in range(20):
@@ -207,9 +210,7 @@ async def test_unencrypted_flips_never_give_different_records(
     """Without encryption the Aiven format has no checksum of its own: the batch CRC (and the
     zstd frame checks) are what stand between a flipped byte and a client."""
     store = FilesystemStore(tmp_path)
-    objects = _objects(segment, keys, chunk_size=2048, **options)
-    await upload_segment(store, objects)
-    remote = await _open(store, objects, keys)
+    objects, remote = await _tiered(store, segment, keys, chunk_size=2048, **options)
     reader = SegmentReader(store, Retrier(), executor)
     expected = [
         (r.offset, r.key, r.value, r.headers)
@@ -254,9 +255,7 @@ async def test_short_bodies_are_retried(
     tmp_path: Path, segment: LocalSegment, keys: KeyRing, executor: ThreadPoolExecutor
 ) -> None:
     inner = FilesystemStore(tmp_path)
-    objects = _objects(segment, keys, chunk_size=4096, compression=True)
-    await upload_segment(inner, objects)
-    remote = await _open(inner, objects, keys)
+    _, remote = await _tiered(inner, segment, keys, chunk_size=4096, compression=True)
     flaky = _Flaky(inner, failures=2)
     retrier = Retrier(RetryPolicy(base_delay=0.001))
     reader = SegmentReader(flaky, retrier, executor)  # type: ignore[arg-type]
@@ -343,9 +342,7 @@ async def test_an_object_shorter_than_its_manifest_is_corrupt_not_retried(
     tmp_path: Path, segment: LocalSegment, keys: KeyRing, executor: ThreadPoolExecutor
 ) -> None:
     store = FilesystemStore(tmp_path)
-    objects = _objects(segment, keys, chunk_size=4096, compression=True)
-    await upload_segment(store, objects)
-    remote = await _open(store, objects, keys)
+    objects, remote = await _tiered(store, segment, keys, chunk_size=4096, compression=True)
     await store.put(objects.key.key, objects.log[:-10])
     retrier = Retrier(RetryPolicy(base_delay=0.001))
     reader = SegmentReader(store, retrier, executor)
@@ -363,9 +360,7 @@ async def test_waiting_for_a_get_slot_does_not_eat_the_attempt_timeout(
             return await super().get_range(key, start, end)
 
     store = Slow(tmp_path)
-    objects = _objects(segment, keys, chunk_size=512, compression=True)
-    await upload_segment(store, objects)
-    remote = await _open(store, objects, keys)
+    _, remote = await _tiered(store, segment, keys, chunk_size=512, compression=True)
     retrier = Retrier(RetryPolicy(attempt_timeout=0.08))
     reader = SegmentReader(store, retrier, executor, max_get_bytes=600, max_concurrent_gets=2)
     assert await reader.read_range(remote, 0, remote.size, Deadline.after(30)) == segment.log
@@ -387,9 +382,7 @@ async def test_one_failed_get_cancels_its_siblings(
             return await super().get_range(key, start, end)
 
     store = FailFirst(tmp_path)
-    objects = _objects(segment, keys, chunk_size=512, compression=True)
-    await upload_segment(store, objects)
-    remote = await _open(store, objects, keys)
+    _, remote = await _tiered(store, segment, keys, chunk_size=512, compression=True)
     reader = SegmentReader(store, Retrier(), executor, max_get_bytes=600)
     with pytest.raises(ObjectNotFoundError):
         await reader.read_range(remote, 0, remote.size, Deadline.after(30))
@@ -401,9 +394,7 @@ async def test_index_pieces_are_read_at_their_own_positions(
     tmp_path: Path, segment: LocalSegment, keys: KeyRing, executor: ThreadPoolExecutor
 ) -> None:
     store = FilesystemStore(tmp_path)
-    objects = _objects(segment, keys)
-    await upload_segment(store, objects)
-    remote = await _open(store, objects, keys)
+    objects, remote = await _tiered(store, segment, keys)
     layout = remote.manifest.segment_indexes
     # Put the leader-epoch piece first: positions are no longer cumulative.
     epoch = objects.indexes[layout.leader_epoch.position : layout.leader_epoch.end]
