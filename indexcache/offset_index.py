@@ -26,7 +26,8 @@ from collections.abc import Iterable, Iterator
 from typing import NamedTuple
 
 from gateway.errors import CorruptIndexError
-from indexcache._common import INT32_MAX, BytesLike, as_byte_buffer, check_range
+from indexcache._common import INT32_MAX, check_range
+from indexcache._fixed import FixedEntryIndex
 
 __all__ = [
     "ENTRY_SIZE",
@@ -53,41 +54,26 @@ class OffsetPosition(NamedTuple):
     position: int
 
 
-class OffsetIndex:
+class OffsetIndex(FixedEntryIndex):
     """A read-only offset index over a buffer (bytes, or a memoryview over an mmap).
 
     The constructor runs Kafka's sanity check and raises :class:`CorruptIndexError` when it
     fails; ``check=False`` skips it (entries are then ``len(buf) // 8``, as Kafka counts them).
     """
 
-    __slots__ = ("_base_offset", "_buf", "_entries")
-
-    def __init__(self, buf: BytesLike, base_offset: int, *, check: bool = True) -> None:
-        self._buf = as_byte_buffer(buf)
-        self._base_offset = base_offset
-        self._entries = len(self._buf) // ENTRY_SIZE
-        if check:
-            self.sanity_check()
+    ENTRY_SIZE = ENTRY_SIZE
+    KIND = "offset index"
+    __slots__ = ()
 
     def sanity_check(self) -> None:
         """Kafka's ``OffsetIndex.sanityCheck``; raises :class:`CorruptIndexError`."""
-        length = len(self._buf)
-        if length % ENTRY_SIZE != 0:
-            raise CorruptIndexError(
-                f"offset index is {length} bytes, which is not a multiple of the "
-                f"{ENTRY_SIZE}-byte entry size"
-            )
+        super().sanity_check()
         last_offset = self.last_offset
         if self._entries != 0 and last_offset < self._base_offset:
             raise CorruptIndexError(
                 f"offset index has {self._entries} entries but its last offset {last_offset} "
                 f"is less than the base offset {self._base_offset}"
             )
-
-    @property
-    def base_offset(self) -> int:
-        """The base offset of the segment the index belongs to."""
-        return self._base_offset
 
     @property
     def last_offset(self) -> int:
@@ -97,21 +83,9 @@ class OffsetIndex:
         relative: int = _INT32.unpack_from(self._buf, (self._entries - 1) * ENTRY_SIZE)[0]
         return self._base_offset + relative
 
-    @property
-    def size_in_bytes(self) -> int:
-        """Bytes covered by whole entries (Kafka's ``sizeInBytes``)."""
-        return self._entries * ENTRY_SIZE
-
-    def __len__(self) -> int:
-        return self._entries
-
-    def __repr__(self) -> str:
-        return f"OffsetIndex(base_offset={self._base_offset}, entries={self._entries})"
-
     def entry(self, n: int) -> OffsetPosition:
         """The ``n``-th entry (0-based); ``IndexError`` outside ``[0, len)``."""
-        if not 0 <= n < self._entries:
-            raise IndexError(f"entry {n} requested from an offset index of {self._entries}")
+        self._check_slot(n)
         relative, position = _ENTRY.unpack_from(self._buf, n * ENTRY_SIZE)
         return OffsetPosition(self._base_offset + relative, position)
 

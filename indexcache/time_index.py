@@ -31,10 +31,9 @@ from indexcache._common import (
     INT32_MAX,
     INT64_MAX,
     INT64_MIN,
-    BytesLike,
-    as_byte_buffer,
     check_range,
 )
+from indexcache._fixed import FixedEntryIndex
 
 __all__ = [
     "ENTRY_SIZE",
@@ -61,30 +60,20 @@ class TimestampOffset(NamedTuple):
     offset: int
 
 
-class TimeIndex:
+class TimeIndex(FixedEntryIndex):
     """A read-only time index over a buffer (bytes, or a memoryview over an mmap).
 
     The constructor runs Kafka's sanity check and raises :class:`CorruptIndexError` when it
     fails; ``check=False`` skips it (entries are then ``len(buf) // 12``, as Kafka counts them).
     """
 
-    __slots__ = ("_base_offset", "_buf", "_entries")
-
-    def __init__(self, buf: BytesLike, base_offset: int, *, check: bool = True) -> None:
-        self._buf = as_byte_buffer(buf)
-        self._base_offset = base_offset
-        self._entries = len(self._buf) // ENTRY_SIZE
-        if check:
-            self.sanity_check()
+    ENTRY_SIZE = ENTRY_SIZE
+    KIND = "time index"
+    __slots__ = ()
 
     def sanity_check(self) -> None:
         """Kafka's ``TimeIndex.sanityCheck``; raises :class:`CorruptIndexError`."""
-        length = len(self._buf)
-        if length % ENTRY_SIZE != 0:
-            raise CorruptIndexError(
-                f"time index is {length} bytes, which is not a multiple of the "
-                f"{ENTRY_SIZE}-byte entry size"
-            )
+        super().sanity_check()
         if self._entries == 0:
             return
         last = self.last_entry()
@@ -101,26 +90,9 @@ class TimeIndex:
                 f"is less than the base offset {self._base_offset}"
             )
 
-    @property
-    def base_offset(self) -> int:
-        """The base offset of the segment the index belongs to."""
-        return self._base_offset
-
-    @property
-    def size_in_bytes(self) -> int:
-        """Bytes covered by whole entries (Kafka's ``sizeInBytes``)."""
-        return self._entries * ENTRY_SIZE
-
-    def __len__(self) -> int:
-        return self._entries
-
-    def __repr__(self) -> str:
-        return f"TimeIndex(base_offset={self._base_offset}, entries={self._entries})"
-
     def entry(self, n: int) -> TimestampOffset:
         """The ``n``-th entry (0-based); ``IndexError`` outside ``[0, len)``."""
-        if not 0 <= n < self._entries:
-            raise IndexError(f"entry {n} requested from a time index of {self._entries}")
+        self._check_slot(n)
         timestamp, relative = _ENTRY.unpack_from(self._buf, n * ENTRY_SIZE)
         return TimestampOffset(timestamp, self._base_offset + relative)
 

@@ -29,6 +29,7 @@ from gateway.remote.chunk_sizes import (
     encode_chunk_sizes,
     encode_transformed_chunks,
 )
+from tests.unit.remote.mutations import mutate
 
 SETTINGS = settings(max_examples=200, deadline=None)
 MAX = 2147483647
@@ -475,24 +476,10 @@ MUTATIONS = st.tuples(
 )
 
 
-def mutate(data: bytes, mutation: tuple[str, int, int]) -> bytes:
-    kind, where, byte = mutation
-    if not data:
-        return bytes([byte])
-    pos = where % len(data)
-    if kind == "flip":
-        return data[:pos] + bytes([data[pos] ^ (byte or 1)]) + data[pos + 1 :]
-    if kind == "delete":
-        return data[:pos] + data[pos + 1 :]
-    if kind == "insert":
-        return data[:pos] + bytes([byte]) + data[pos:]
-    return data[:pos]
-
-
 @SETTINGS
 @given(values=SIZES, mutation=MUTATIONS)
 def test_corrupted_codec_bytes(values: list[int], mutation: tuple[str, int, int]) -> None:
-    data = mutate(encode_chunk_sizes(values), mutation)
+    data = mutate(encode_chunk_sizes(values), *mutation)
     try:
         decoded = decode_chunk_sizes(data)
     except CorruptManifestError:
@@ -504,7 +491,7 @@ def test_corrupted_codec_bytes(values: list[int], mutation: tuple[str, int, int]
 @given(values=st.lists(st.integers(0, 5000), min_size=1, max_size=40), mutation=MUTATIONS)
 def test_corrupted_transformed_chunks(values: list[int], mutation: tuple[str, int, int]) -> None:
     text = encode_transformed_chunks(values).encode()
-    mutated = mutate(text, mutation).decode("latin-1")
+    mutated = mutate(text, *mutation).decode("latin-1")
     document = variable_json(mutated, chunk=10, size=10 * len(values))
     try:
         index = parse_chunk_index(document)

@@ -24,6 +24,7 @@ from gateway.remote.manifest import (
     parse_manifest,
     serialize_manifest,
 )
+from tests.unit.remote.mutations import mutate
 
 SETTINGS = settings(max_examples=200, deadline=None)
 
@@ -487,17 +488,6 @@ def test_round_trip(manifest: SegmentManifest) -> None:
         assert data == reference_json(manifest)
 
 
-def mutate(data: bytes, kind: str, where: int, byte: int) -> bytes:
-    pos = where % len(data)
-    if kind == "flip":
-        return data[:pos] + bytes([data[pos] ^ (byte or 1)]) + data[pos + 1 :]
-    if kind == "delete":
-        return data[:pos] + data[pos + 1 :]
-    if kind == "insert":
-        return data[:pos] + bytes([byte]) + data[pos:]
-    return data[:pos]
-
-
 @SETTINGS
 @given(
     manifest=st.one_of(st.sampled_from([parse_manifest(COMPLETE_EXAMPLE)]), MANIFESTS),
@@ -514,7 +504,7 @@ def mutate(data: bytes, kind: str, where: int, byte: int) -> bytes:
 def test_corrupted_bytes(manifest: SegmentManifest, mutations: list[tuple[str, int, int]]) -> None:
     data = serialize_manifest(manifest)
     for kind, where, byte in mutations:
-        data = mutate(data, kind, where, byte) if data else bytes([byte])
+        data = mutate(data, kind, where, byte)
     try:
         parsed = parse_manifest(data, key="k")
     except CorruptManifestError:
