@@ -121,6 +121,38 @@ class DeadlineExceededError(GatewayError):
     retriable = True
 
 
+# --- the remote log metadata manager ----------------------------------------------------------
+
+
+class MetadataError(GatewayError):
+    """The remote log metadata (RLMM) rejected an event or a lookup."""
+
+    status = 500
+    code = "metadata_error"
+
+
+class InvalidStateTransitionError(MetadataError):
+    """A segment or partition-delete state change that Kafka does not allow; nothing changed."""
+
+    status = 409
+    code = "invalid_state_transition"
+
+
+class RemoteResourceNotFoundError(MetadataError):
+    """An update names a segment the manager does not know (Kafka's
+    ``RemoteResourceNotFoundException``)."""
+
+    status = 404
+    code = "remote_resource_not_found"
+
+
+class UnknownTopicOrPartitionError(MetadataError):
+    """No remote metadata for this topic or partition (a caller error, not a fault)."""
+
+    status = 404
+    code = "unknown_topic_or_partition"
+
+
 # --- configuration ---------------------------------------------------------------------------
 
 

@@ -1,0 +1,501 @@
+"""Values of the ``__remote_log_metadata`` topic (``remote-read-semantics.md`` §6.2-§6.4).
+
+Mirrors ``org.apache.kafka.server.log.remote.metadata.storage.serialization.
+RemoteLogMetadataSerde`` with its ``BytesApiMessageSerde`` framing (``AbstractApiMessageSerde``)
+and the generated ``RemoteLogSegmentMetadataRecord``, ``RemoteLogSegmentMetadataUpdateRecord``,
+``RemotePartitionDeleteMetadataRecord`` and ``RemoteLogSegmentMetadataSnapshotRecord``
+(``storage/src/main/resources/message/*.json``, flexible versions 0+, valid versions 0-1)::
+
+    frame    uvarint frameVersion (= 1) | uvarint apiKey | uvarint version | body; no trailing bytes
+    int8/32/64 big-endian, uuid = int64 msb + int64 lsb, bool = 1 byte (non-zero = true)
+    string   uvarint(len + 1) + UTF-8 (0 = null: refused, no string here is nullable; len <= 32767)
+    bytes?   uvarint(len + 1) + bytes, 00 = null
+    array    uvarint(N + 1) + N elements (0 = null: refused)
+    tags     uvarint count, then per field uvarint tag, uvarint size, data; every struct ends
+             with one (top level, nested structs, array elements); 00 = no tags
+
+    TopicIdPartition  = Name string, Id uuid, Partition int32, tags
+    RemoteLogSegmentId = TopicIdPartition, Id uuid (segment), tags
+    SegmentLeaderEpoch = LeaderEpoch int32, Offset int64, tags        (ascending epochs)
+    apiKey 0 segment    RemoteLogSegmentId, StartOffset int64, EndOffset int64, BrokerId int32,
+                        MaxTimestampMs int64, EventTimestampMs int64, []SegmentLeaderEpoch,
+                        SegmentSizeInBytes int32, CustomMetadata bytes?, State int8, tags
+                        tag 0 TxnIndexEmpty bool (v0+, default false), tag 1 BrokerLeaderEpoch
+                        int32 (v1+, default 0)
+    apiKey 1 update     RemoteLogSegmentId, BrokerId int32, EventTimestampMs int64,
+                        CustomMetadata bytes?, State int8, tags
+                        tag 0 BrokerLeaderEpoch int32 (v1+, default -1), tag 1 EndOffset int64
+                        (v1+, default -1)
+    apiKey 2 delete     TopicIdPartition, BrokerId int32, EventTimestampMs int64, State int8, tags
+                        tag 0 BrokerLeaderEpoch int32 (v1+, default 0), tag 1 EndOffset int64
+                        (v1+, default 0)
+    apiKey 3 snapshot   SegmentId uuid, then as apiKey 0 from StartOffset on (same tags)
+
+A v0 update: ``01 01 00 | 04 'foo' | <topic id> | 00 00 00 07 | 00 | <segment id> | 00 |
+00 00 00 01 | <event time int64> | 00 | 01 | 00`` (60 bytes with topic "foo").
+
+Decisions:
+
+* Decoding returns a :class:`MetadataRecord`: the model event (or, for apiKey 3, a
+  :class:`RemoteLogSegmentMetadataSnapshot`), the record version, and the v1 fields the model
+  has no place for (``broker_leader_epoch``, ``end_offset``); ``None`` when the version lacks
+  them, the schema default when v1 omits the tag.
+* Like the generated Java readers: tags may come in any order (a repeated tag: the last wins),
+  unknown tags are skipped (not kept), a known tag in a version that lacks it is refused. Stricter
+  than Java: a known tag whose size is not its type's width, invalid UTF-8, a repeated leader
+  epoch (Java keeps the last), and every model-validation failure are corruption.
+* Encoding writes version 0 by default (what released Kafka writes), tagged fields only when
+  they differ from their default, leader epochs in ascending order.
+
+Every malformed input raises :class:`~gateway.errors.CorruptRecordError`.
+"""
+
+from __future__ import annotations
+
+import struct
+import uuid
+from dataclasses import dataclass
+from enum import IntEnum
+from typing import Any, Final
+
+from gateway.errors import CorruptRecordError
+from gateway.metadata.model import (
+    INT32_MAX,
+    INT32_MIN,
+    INT64_MAX,
+    INT64_MIN,
+    MetadataEvent,
+    PartitionDeleteState,
+    RemoteLogSegmentId,
+    RemoteLogSegmentMetadata,
+    RemoteLogSegmentMetadataUpdate,
+    RemotePartitionDeleteMetadata,
+    SegmentState,
+    TopicIdPartition,
+)
+
+__all__ = [
+    "FRAME_VERSION",
+    "SUPPORTED_VERSIONS",
+    "ApiKey",
+    "MetadataPayload",
+    "MetadataRecord",
+    "RemoteLogSegmentMetadataSnapshot",
+    "decode_metadata_record",
+    "encode_metadata_record",
+    "encode_record",
+]
+
+FRAME_VERSION: Final = 1
+SUPPORTED_VERSIONS: Final = (0, 1)
+_MAX_STRING: Final = 0x7FFF
+_MAX_UVARINT_BYTES: Final = 5
+
+_BOOL: Final = struct.Struct(">B")
+_INT8: Final = struct.Struct(">b")
+_INT32: Final = struct.Struct(">i")
+_INT64: Final = struct.Struct(">q")
+_UUID_SIZE: Final = 16
+_SEGMENT_FIXED: Final = struct.Struct(">qqiqq")  # start, end, broker, max ts, event ts
+_EPOCH_ENTRY: Final = struct.Struct(">iq")  # leader epoch, start offset
+_MIN_EPOCH_ENTRY: Final = _EPOCH_ENTRY.size + 1  # + an empty tag section
+_UPDATE_FIXED: Final = struct.Struct(">iq")  # broker, event ts
+_DELETE_FIXED: Final = struct.Struct(">iqb")  # broker, event ts, state
+
+
+class ApiKey(IntEnum):
+    """``MetadataRecordType`` ids of the four records."""
+
+    SEGMENT = 0
+    SEGMENT_UPDATE = 1
+    PARTITION_DELETE = 2
+    SEGMENT_SNAPSHOT = 3
+
+
+# tag -> (first version that has it, its fixed-width type, its default)
+_TagSchema = dict[int, tuple[int, struct.Struct, int]]
+_SEGMENT_TAGS: Final[_TagSchema] = {0: (0, _BOOL, 0), 1: (1, _INT32, 0)}
+_UPDATE_TAGS: Final[_TagSchema] = {0: (1, _INT32, -1), 1: (1, _INT64, -1)}
+_DELETE_TAGS: Final[_TagSchema] = {0: (1, _INT32, 0), 1: (1, _INT64, 0)}
+_NO_TAGS: Final[_TagSchema] = {}
+_TAG_TXN_EMPTY, _TAG_SEGMENT_EPOCH = 0, 1
+_TAG_EPOCH, _TAG_END_OFFSET = 0, 1
+# StartOffset, EndOffset, MaxTimestampMs, BrokerId, EventTimestampMs, SegmentLeaderEpochs,
+# SegmentSizeInBytes, CustomMetadata, RemoteLogSegmentState: the model's field order
+_SegmentBody = tuple[
+    int, int, int, int, int, tuple[tuple[int, int], ...], int, bytes | None, SegmentState
+]
+
+
+def _check(name: str, value: int, lo: int, hi: int) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or not lo <= value <= hi:
+        raise ValueError(f"{name} {value!r} is outside [{lo}, {hi}]")
+
+
+@dataclass(frozen=True, slots=True)
+class RemoteLogSegmentMetadataSnapshot:
+    """``RemoteLogSegmentMetadataSnapshot`` (apiKey 3): a segment without its partition, from
+    the former on-disk snapshot; never produced to the topic."""
+
+    segment_id: uuid.UUID
+    start_offset: int
+    end_offset: int
+    max_timestamp_ms: int
+    broker_id: int
+    event_timestamp_ms: int
+    segment_leader_epochs: tuple[tuple[int, int], ...]
+    segment_size_in_bytes: int
+    custom_metadata: bytes | None = None
+    state: SegmentState = SegmentState.COPY_SEGMENT_STARTED
+    txn_index_empty: bool = False
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.segment_id, uuid.UUID):
+            raise ValueError("segment id must be a uuid.UUID")
+        _check("start offset", self.start_offset, 0, INT64_MAX)
+        _check("end offset", self.end_offset, self.start_offset, INT64_MAX)
+        _check("max timestamp", self.max_timestamp_ms, INT64_MIN, INT64_MAX)
+        _check("broker id", self.broker_id, INT32_MIN, INT32_MAX)
+        _check("event timestamp", self.event_timestamp_ms, INT64_MIN, INT64_MAX)
+        _check("segment size", self.segment_size_in_bytes, 0, INT32_MAX)
+        object.__setattr__(self, "state", SegmentState(self.state))
+        epochs = tuple(sorted((int(e), int(o)) for e, o in self.segment_leader_epochs))
+        if not epochs:
+            raise ValueError("segment_leader_epochs is empty")
+        for epoch, offset in epochs:
+            _check("leader epoch", epoch, 0, INT32_MAX)
+            _check("leader epoch start offset", offset, 0, INT64_MAX)
+        if len({e for e, _ in epochs}) != len(epochs):
+            raise ValueError("segment_leader_epochs repeats an epoch")
+        object.__setattr__(self, "segment_leader_epochs", epochs)
+
+
+MetadataPayload = MetadataEvent | RemoteLogSegmentMetadataSnapshot
+
+
+@dataclass(frozen=True, slots=True)
+class MetadataRecord:
+    """One decoded value: the payload plus what the frame and v1 tags carry besides it.
+
+    ``broker_leader_epoch`` (every record type) and ``end_offset`` (update and partition
+    delete) are ``None`` in version 0, which lacks them.
+    """
+
+    payload: MetadataPayload
+    version: int = 0
+    broker_leader_epoch: int | None = None
+    end_offset: int | None = None
+
+    @property
+    def api_key(self) -> ApiKey:
+        return _api_key(self.payload)
+
+
+def _api_key(payload: object) -> ApiKey:
+    if isinstance(payload, RemoteLogSegmentMetadata):
+        return ApiKey.SEGMENT
+    if isinstance(payload, RemoteLogSegmentMetadataUpdate):
+        return ApiKey.SEGMENT_UPDATE
+    if isinstance(payload, RemotePartitionDeleteMetadata):
+        return ApiKey.PARTITION_DELETE
+    if isinstance(payload, RemoteLogSegmentMetadataSnapshot):
+        return ApiKey.SEGMENT_SNAPSHOT
+    raise TypeError(f"not a remote log metadata record: {type(payload).__name__}")
+
+
+# --- reading ---------------------------------------------------------------------------------
+
+
+def _corrupt(problem: str) -> CorruptRecordError:
+    return CorruptRecordError(f"__remote_log_metadata record: {problem}")
+
+
+class _Reader:
+    __slots__ = ("buf", "pos")
+
+    def __init__(self, buf: memoryview) -> None:
+        self.buf = buf
+        self.pos = 0
+
+    def take(self, size: int, what: str) -> int:
+        """Advance past ``size`` bytes; returns where they start."""
+        start = self.pos
+        if size > len(self.buf) - start:
+            left = len(self.buf) - start
+            raise _corrupt(f"{what} at byte {start} needs {size} bytes, {left} left")
+        self.pos = start + size
+        return start
+
+    def fixed(self, layout: struct.Struct, what: str) -> tuple[Any, ...]:
+        return layout.unpack_from(self.buf, self.take(layout.size, what))
+
+    def uvarint(self, what: str) -> int:
+        start, value = self.pos, 0
+        for i in range(_MAX_UVARINT_BYTES):
+            if start + i >= len(self.buf):
+                raise _corrupt(f"{what} at byte {start} runs past the end")
+            b = self.buf[start + i]
+            value |= (b & 0x7F) << (7 * i)
+            if not b & 0x80:
+                if value > INT32_MAX:
+                    raise _corrupt(f"{what} at byte {start} overflows int32")
+                self.pos = start + i + 1
+                return value
+        raise _corrupt(f"{what} at byte {start} is longer than {_MAX_UVARINT_BYTES} bytes")
+
+    def uuid(self, what: str) -> uuid.UUID:
+        start = self.take(_UUID_SIZE, what)
+        return uuid.UUID(bytes=bytes(self.buf[start : self.pos]))
+
+    def string(self, what: str) -> str:
+        at, size = self.pos, self.uvarint(f"{what} length") - 1
+        if size < 0:
+            raise _corrupt(f"{what} at byte {at} is null")
+        if size > _MAX_STRING:
+            raise _corrupt(f"{what} at byte {at} has invalid length {size}")
+        start = self.take(size, what)
+        try:
+            return str(self.buf[start : self.pos], "utf-8")
+        except UnicodeDecodeError as exc:
+            raise _corrupt(f"{what} at byte {start} is not UTF-8") from exc
+
+    def nullable_bytes(self, what: str) -> bytes | None:
+        size = self.uvarint(f"{what} length") - 1
+        if size < 0:
+            return None
+        start = self.take(size, what)
+        return bytes(self.buf[start : self.pos])
+
+    def tags(self, where: str, schema: _TagSchema, version: int) -> dict[int, int]:
+        """A tagged-field section: the known fields' values (absent ones get the default)."""
+        values = {tag: default for tag, (first, _, default) in schema.items() if version >= first}
+        for _ in range(self.uvarint(f"{where} tag count")):
+            tag = self.uvarint(f"{where} tag")
+            size = self.uvarint(f"{where} tag {tag} size")
+            start = self.take(size, f"{where} tag {tag}")
+            known = schema.get(tag)
+            if known is None:
+                continue  # unknown: skipped
+            first, layout, _ = known
+            if version < first:
+                raise _corrupt(f"{where} tag {tag} is not valid for version {version}")
+            if size != layout.size:
+                raise _corrupt(f"{where} tag {tag} has {size} bytes, expected {layout.size}")
+            values[tag] = layout.unpack_from(self.buf, start)[0]
+        return values
+
+    def topic_partition(self) -> TopicIdPartition:
+        name = self.string("topic name")
+        topic_id = self.uuid("topic id")
+        (partition,) = self.fixed(_INT32, "partition")
+        self.tags("TopicIdPartition", _NO_TAGS, 0)
+        return TopicIdPartition(topic_id, partition, name)
+
+    def segment_id(self) -> RemoteLogSegmentId:
+        partition = self.topic_partition()
+        segment = self.uuid("segment id")
+        self.tags("RemoteLogSegmentId", _NO_TAGS, 0)
+        return RemoteLogSegmentId(partition, segment)
+
+    def segment_body(self) -> _SegmentBody:
+        """StartOffset through RemoteLogSegmentState, shared by apiKeys 0 and 3."""
+        start, end, broker, max_ts, event_ts = self.fixed(_SEGMENT_FIXED, "segment offsets")
+        at, count = self.pos, self.uvarint("SegmentLeaderEpochs length") - 1
+        if count < 0:
+            raise _corrupt(f"SegmentLeaderEpochs at byte {at} is null")
+        if count * _MIN_EPOCH_ENTRY > len(self.buf) - self.pos:
+            raise _corrupt(f"SegmentLeaderEpochs at byte {at}: {count} entries cannot fit")
+        epochs: list[tuple[int, int]] = []
+        for _ in range(count):
+            epoch, offset = self.fixed(_EPOCH_ENTRY, "leader epoch entry")
+            epochs.append((epoch, offset))
+            self.tags("SegmentLeaderEpochEntry", _NO_TAGS, 0)
+        (size,) = self.fixed(_INT32, "SegmentSizeInBytes")
+        custom = self.nullable_bytes("CustomMetadata")
+        state = _segment_state(self.fixed(_INT8, "RemoteLogSegmentState")[0])
+        return start, end, max_ts, broker, event_ts, tuple(epochs), size, custom, state
+
+
+def _segment_state(value: int) -> SegmentState:
+    try:
+        return SegmentState(value)
+    except ValueError as exc:
+        raise _corrupt(f"unknown RemoteLogSegmentState {value}") from exc
+
+
+def _delete_state(value: int) -> PartitionDeleteState:
+    try:
+        return PartitionDeleteState(value)
+    except ValueError as exc:
+        raise _corrupt(f"unknown RemotePartitionDeleteState {value}") from exc
+
+
+def decode_metadata_record(data: bytes | bytearray | memoryview) -> MetadataRecord:
+    """Decode one ``__remote_log_metadata`` value. Raises :class:`CorruptRecordError`."""
+    r = _Reader(memoryview(data).cast("B"))
+    frame = r.uvarint("frame version")
+    if frame != FRAME_VERSION:
+        raise _corrupt(f"frame version {frame} (only {FRAME_VERSION} is supported)")
+    key, version = r.uvarint("apiKey"), r.uvarint("version")
+    try:
+        api_key = ApiKey(key)
+    except ValueError as exc:
+        raise _corrupt(f"unknown apiKey {key}") from exc
+    if version not in SUPPORTED_VERSIONS:
+        raise _corrupt(f"{api_key.name} version {version} is not supported (0-1)")
+    try:
+        record = _decode_body(r, api_key, version)
+    except ValueError as exc:  # the model refused a field
+        raise _corrupt(f"{api_key.name} v{version}: {exc}") from exc
+    if r.pos != len(r.buf):
+        raise _corrupt(f"{len(r.buf) - r.pos} byte(s) of garbage after {api_key.name}")
+    return record
+
+
+def _decode_body(r: _Reader, api_key: ApiKey, version: int) -> MetadataRecord:
+    v1 = version >= 1
+    if api_key is ApiKey.SEGMENT_UPDATE:
+        segment_id = r.segment_id()
+        broker, event_ts = r.fixed(_UPDATE_FIXED, "update broker and event time")
+        custom = r.nullable_bytes("CustomMetadata")
+        state = _segment_state(r.fixed(_INT8, "RemoteLogSegmentState")[0])
+        tags = r.tags("RemoteLogSegmentMetadataUpdateRecord", _UPDATE_TAGS, version)
+        update = RemoteLogSegmentMetadataUpdate(segment_id, event_ts, custom, state, broker)
+        return MetadataRecord(update, version, tags.get(_TAG_EPOCH), tags.get(_TAG_END_OFFSET))
+    if api_key is ApiKey.PARTITION_DELETE:
+        partition = r.topic_partition()
+        broker, event_ts, raw_state = r.fixed(_DELETE_FIXED, "partition delete fields")
+        delete_state = _delete_state(raw_state)
+        tags = r.tags("RemotePartitionDeleteMetadataRecord", _DELETE_TAGS, version)
+        delete = RemotePartitionDeleteMetadata(partition, delete_state, event_ts, broker)
+        return MetadataRecord(delete, version, tags.get(_TAG_EPOCH), tags.get(_TAG_END_OFFSET))
+    payload: MetadataPayload
+    if api_key is ApiKey.SEGMENT:
+        segment_id = r.segment_id()
+        body = r.segment_body()
+        tags = r.tags("RemoteLogSegmentMetadataRecord", _SEGMENT_TAGS, version)
+        payload = RemoteLogSegmentMetadata(segment_id, *body, bool(tags[_TAG_TXN_EMPTY]))
+    else:
+        snapshot_id = r.uuid("SegmentId")
+        body = r.segment_body()
+        tags = r.tags("RemoteLogSegmentMetadataSnapshotRecord", _SEGMENT_TAGS, version)
+        payload = RemoteLogSegmentMetadataSnapshot(snapshot_id, *body, bool(tags[_TAG_TXN_EMPTY]))
+    return MetadataRecord(payload, version, tags[_TAG_SEGMENT_EPOCH] if v1 else None)
+
+
+# --- writing ---------------------------------------------------------------------------------
+
+
+def _uvarint(value: int) -> bytes:
+    out = bytearray()
+    while value >= 0x80:
+        out.append((value & 0x7F) | 0x80)
+        value >>= 7
+    out.append(value)
+    return bytes(out)
+
+
+def _put_string(out: bytearray, value: str, what: str) -> None:
+    raw = value.encode("utf-8")
+    if len(raw) > _MAX_STRING:
+        raise ValueError(f"{what} of {len(raw)} bytes is longer than {_MAX_STRING}")
+    out += _uvarint(len(raw) + 1) + raw
+
+
+def _put_bytes(out: bytearray, value: bytes | None) -> None:
+    out += b"\x00" if value is None else _uvarint(len(value) + 1) + value
+
+
+def _put_tags(out: bytearray, fields: list[tuple[int, bytes]]) -> None:
+    out += _uvarint(len(fields))
+    for tag, value in fields:
+        out += _uvarint(tag) + _uvarint(len(value)) + value
+
+
+def _put_partition(out: bytearray, tp: TopicIdPartition) -> None:
+    _put_string(out, tp.topic, "topic name")
+    out += tp.topic_id.bytes + _INT32.pack(tp.partition) + b"\x00"
+
+
+def _put_segment_id(out: bytearray, segment: RemoteLogSegmentId) -> None:
+    _put_partition(out, segment.partition)
+    out += segment.id.bytes + b"\x00"
+
+
+def _put_segment_body(
+    out: bytearray, m: RemoteLogSegmentMetadata | RemoteLogSegmentMetadataSnapshot
+) -> None:
+    out += _SEGMENT_FIXED.pack(
+        m.start_offset, m.end_offset, m.broker_id, m.max_timestamp_ms, m.event_timestamp_ms
+    )
+    out += _uvarint(len(m.segment_leader_epochs) + 1)
+    for epoch, offset in m.segment_leader_epochs:
+        out += _EPOCH_ENTRY.pack(epoch, offset) + b"\x00"
+    out += _INT32.pack(m.segment_size_in_bytes)
+    _put_bytes(out, m.custom_metadata)
+    out += _INT8.pack(m.state)
+
+
+def encode_metadata_record(
+    payload: MetadataPayload,
+    version: int = 0,
+    *,
+    broker_leader_epoch: int | None = None,
+    end_offset: int | None = None,
+) -> bytes:
+    """Serialize ``payload`` as a framed ``__remote_log_metadata`` value.
+
+    ``broker_leader_epoch`` and ``end_offset`` exist only in version 1 (``end_offset`` only for
+    updates and partition deletes); ``None`` means the schema default, which is not written.
+    Raises ``ValueError`` for a value the format cannot carry and ``TypeError`` for a payload
+    that is not a metadata record.
+    """
+    api_key = _api_key(payload)
+    if version not in SUPPORTED_VERSIONS:
+        raise ValueError(f"version {version} is not supported (0-1)")
+    if version == 0 and (broker_leader_epoch is not None or end_offset is not None):
+        raise ValueError("BrokerLeaderEpoch and EndOffset exist only in version 1")
+    if broker_leader_epoch is not None:
+        _check("broker leader epoch", broker_leader_epoch, INT32_MIN, INT32_MAX)
+    if end_offset is not None:
+        if api_key in (ApiKey.SEGMENT, ApiKey.SEGMENT_SNAPSHOT):
+            raise ValueError(f"{api_key.name} has no EndOffset tag")
+        _check("end offset", end_offset, INT64_MIN, INT64_MAX)
+    out = bytearray(_uvarint(FRAME_VERSION) + _uvarint(api_key) + _uvarint(version))
+    fields: list[tuple[int, bytes]] = []
+    if isinstance(payload, RemoteLogSegmentMetadataUpdate | RemotePartitionDeleteMetadata):
+        if isinstance(payload, RemoteLogSegmentMetadataUpdate):
+            _put_segment_id(out, payload.segment_id)
+            out += _UPDATE_FIXED.pack(payload.broker_id, payload.event_timestamp_ms)
+            _put_bytes(out, payload.custom_metadata)
+            out += _INT8.pack(payload.state)
+            schema = _UPDATE_TAGS
+        else:
+            _put_partition(out, payload.partition)
+            out += _DELETE_FIXED.pack(payload.broker_id, payload.event_timestamp_ms, payload.state)
+            schema = _DELETE_TAGS
+        for tag, value in ((_TAG_EPOCH, broker_leader_epoch), (_TAG_END_OFFSET, end_offset)):
+            if value is not None and value != schema[tag][2]:
+                fields.append((tag, schema[tag][1].pack(value)))
+    else:
+        if isinstance(payload, RemoteLogSegmentMetadata):
+            _put_segment_id(out, payload.segment_id)
+        else:
+            out += payload.segment_id.bytes
+        _put_segment_body(out, payload)
+        if payload.txn_index_empty:
+            fields.append((_TAG_TXN_EMPTY, b"\x01"))
+        if broker_leader_epoch is not None and broker_leader_epoch != 0:
+            fields.append((_TAG_SEGMENT_EPOCH, _INT32.pack(broker_leader_epoch)))
+    _put_tags(out, fields)
+    return bytes(out)
+
+
+def encode_record(record: MetadataRecord) -> bytes:
+    """:func:`encode_metadata_record` of a decoded record (its version and v1 fields)."""
+    return encode_metadata_record(
+        record.payload,
+        record.version,
+        broker_leader_epoch=record.broker_leader_epoch,
+        end_offset=record.end_offset,
+    )

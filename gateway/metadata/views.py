@@ -1,0 +1,236 @@
+"""The read side of the remote log metadata manager: lookups, listings, sizes, lineage, topics.
+
+:class:`MetadataViews` holds the backend and the lock; :class:`~gateway.metadata.manager.
+RemoteLogMetadataManager` adds the events on top. Every method here is a read of the key space
+described in :mod:`gateway.metadata.keyspace` (``remote-read-semantics.md`` §4, §5.3, §5.4).
+"""
+
+from __future__ import annotations
+
+import threading
+import uuid
+
+from gateway.errors import UnknownTopicOrPartitionError
+from gateway.metadata import keyspace as ks
+from gateway.metadata.backend import KeyValueBackend
+from gateway.metadata.model import (
+    PartitionDeleteState,
+    RemoteLogSegmentId,
+    RemoteLogSegmentMetadata,
+    TopicIdPartition,
+)
+from indexcache.epoch import EpochEntry, LeaderEpochCache
+
+_EPOCH_AT = 1 + ks.TP_LEN
+
+
+class MetadataViews:
+    """Reads of the RLMM state; thread-safe (one lock serialises calls)."""
+
+    def __init__(self, backend: KeyValueBackend) -> None:
+        self._db = backend
+        self._lock = threading.RLock()
+
+    def close(self) -> None:
+        with self._lock:
+            self._db.close()
+
+    # --- reads -------------------------------------------------------------------------------
+
+    def _segment(self, tp: TopicIdPartition, sid: uuid.UUID) -> RemoteLogSegmentMetadata | None:
+        data = self._db.get(ks.segment_key(tp, sid))
+        return None if data is None else ks.decode_segment(tp, sid, data)
+
+    def _epoch_state(self, tp: TopicIdPartition, epoch: int) -> ks.EpochState | None:
+        data = self._db.get(ks.epoch_key(tp, epoch))
+        return None if data is None else ks.EpochState.decode(data)
+
+    def _partition_state(self, tp: TopicIdPartition) -> ks.PartitionState | None:
+        data = self._db.get(ks.partition_key(tp))
+        return None if data is None else ks.PartitionState.decode(data)
+
+    def _require(self, tp: TopicIdPartition) -> ks.PartitionState:
+        part = self._partition_state(tp)
+        if part is None:
+            raise UnknownTopicOrPartitionError(f"no remote log metadata for partition {tp}")
+        return part
+
+    def segment(self, segment_id: RemoteLogSegmentId) -> RemoteLogSegmentMetadata | None:
+        with self._lock:
+            return self._segment(segment_id.partition, segment_id.id)
+
+    def remote_log_segment_metadata(
+        self, tp: TopicIdPartition, epoch: int, offset: int
+    ) -> RemoteLogSegmentMetadata | None:
+        """The finished segment holding ``offset`` for ``epoch`` (§5.3), else ``None``."""
+        with self._lock:
+            found = self._lookup(tp, epoch, offset)
+            if found is None:
+                self._require(tp)
+            return found
+
+    def _lookup(
+        self, tp: TopicIdPartition, epoch: int, offset: int
+    ) -> RemoteLogSegmentMetadata | None:
+        if offset < 0:
+            return None
+        found = self._db.floor(ks.offset_prefix(tp, epoch), ks.offset_key(tp, epoch, offset))
+        if found is None:
+            return None
+        meta = self._segment(tp, uuid.UUID(bytes=found[1]))
+        if meta is None or offset > meta.epoch_end(epoch):
+            return None
+        return meta
+
+    def next_segment_with_txn_index(
+        self, tp: TopicIdPartition, epoch: int, offset: int
+    ) -> RemoteLogSegmentMetadata | None:
+        """§5.4: the first segment from ``offset`` on, within ``epoch``, whose transaction
+        index is not empty."""
+        with self._lock:
+            self._require(tp)
+            meta = self._lookup(tp, epoch, offset)
+            while meta is not None and meta.txn_index_empty:
+                meta = self._lookup(tp, epoch, meta.end_offset + 1)
+            return meta
+
+    def highest_offset_for_epoch(self, tp: TopicIdPartition, epoch: int) -> int | None:
+        with self._lock:
+            self._require(tp)
+            state = self._epoch_state(tp, epoch)
+            return None if state is None else state.highest_log_offset
+
+    def list_remote_log_segments(
+        self, tp: TopicIdPartition, epoch: int | None = None
+    ) -> list[RemoteLogSegmentMetadata]:
+        """Without ``epoch``: every segment not DELETE_SEGMENT_FINISHED, by start offset.
+        With it: the epoch's mapped then unreferenced segments sorted by start offset (§4)."""
+        with self._lock:
+            self._require(tp)
+            if epoch is None:
+                rows = self._db.scan(ks.LISTING + ks.tp_bytes(tp))
+                ids = [uuid.UUID(bytes=k[-16:]) for k, _ in rows]
+            else:
+                mapped = self._db.scan(ks.offset_prefix(tp, epoch))
+                unref = self._db.scan(ks.unreferenced_prefix(tp, epoch))
+                ids = [uuid.UUID(bytes=v) for _, v in mapped]
+                ids += [uuid.UUID(bytes=k[-16:]) for k, _ in unref]
+            out = [m for m in (self._segment(tp, s) for s in ids) if m is not None]
+            if epoch is not None:
+                out.sort(key=lambda m: m.start_offset)
+            return out
+
+    def remote_log_size(self, tp: TopicIdPartition, epoch: int | None = None) -> int:
+        """KIP-852 ``remoteLogSize(tp, epoch)`` from the running total (never a listing); with
+        no epoch, the size of every segment of the partition not yet DELETE_SEGMENT_FINISHED."""
+        with self._lock:
+            part = self._require(tp)
+            if epoch is None:
+                return part.size
+            state = self._epoch_state(tp, epoch)
+            return 0 if state is None else state.size
+
+    def segment_count(self, tp: TopicIdPartition) -> int:
+        with self._lock:
+            return self._require(tp).segment_count
+
+    def partition_delete_state(self, tp: TopicIdPartition) -> PartitionDeleteState | None:
+        with self._lock:
+            part = self._partition_state(tp)
+            return None if part is None else part.delete_state
+
+    def _epochs(self, tp: TopicIdPartition) -> list[tuple[int, ks.EpochState]]:
+        rows = self._db.scan(ks.EPOCH + ks.tp_bytes(tp))
+        return [(ks.read_i32(k, _EPOCH_AT), ks.EpochState.decode(v)) for k, v in rows]
+
+    def _epoch_starts(self, tp: TopicIdPartition) -> list[tuple[int, int]]:
+        """(epoch, earliest start of the epoch over finished segments), ascending epochs."""
+        out = []
+        for epoch, _ in self._epochs(tp):
+            first = self._db.scan(ks.offset_prefix(tp, epoch), limit=1)
+            if first:
+                out.append((epoch, ks.read_i64(first[0][0], _EPOCH_AT + 4)))
+        return out
+
+    def remote_log_start_offset(self, tp: TopicIdPartition) -> int | None:
+        """The lowest start offset over finished segments."""
+        with self._lock:
+            self._require(tp)
+            starts = [s for _, s in self._epoch_starts(tp)]
+            return min(starts) if starts else None
+
+    def remote_log_end_offset(self, tp: TopicIdPartition) -> int | None:
+        """The highest offset in remote storage: the largest ``highestLogOffset``."""
+        with self._lock:
+            self._require(tp)
+            ends = [s.highest_log_offset for _, s in self._epochs(tp)]
+            known = [e for e in ends if e is not None]
+            return max(known) if known else None
+
+    def epoch_lineage(self, tp: TopicIdPartition) -> list[EpochEntry]:
+        """The partition's leader-epoch lineage: the recorded checkpoint of the newest
+        segment when there is one, extended by later epochs of the segments' epoch maps;
+        otherwise the epoch maps alone (each epoch at its earliest start), with
+        ``LeaderEpochFileCache.assign`` rules (§15)."""
+        with self._lock:
+            self._require(tp)
+            cache = LeaderEpochCache()
+            stored = self._db.get(ks.lineage_key(tp))
+            if stored is not None:
+                cache = LeaderEpochCache(ks.decode_lineage(stored)[1])
+            latest = cache.latest_entry
+            for epoch, start in self._epoch_starts(tp):
+                if latest is None or (epoch > latest.epoch and start > latest.start_offset):
+                    cache.assign(epoch, start)
+            return cache.entries
+
+    def epoch_for_offset(self, tp: TopicIdPartition, offset: int) -> int | None:
+        return LeaderEpochCache(self.epoch_lineage(tp)).epoch_for_offset(offset)
+
+    # --- topics ------------------------------------------------------------------------------
+
+    def partitions(self, topic_id: uuid.UUID | None = None) -> list[TopicIdPartition]:
+        """Every partition with metadata (of one topic id when given), ordered by id."""
+        with self._lock:
+            prefix = ks.PARTITION + (topic_id.bytes if topic_id else b"")
+            out = []
+            for key, value in self._db.scan(prefix):
+                tid, partition = ks.tp_from(key, 1)
+                out.append(TopicIdPartition(tid, partition, ks.PartitionState.decode(value).topic))
+            return out
+
+    def topics(self) -> dict[str, list[uuid.UUID]]:
+        """Topic name -> its ids, newest first."""
+        with self._lock:
+            found: dict[str, list[tuple[int, bytes]]] = {}
+            for key, value in self._db.scan(ks.TOPIC):
+                name = key[1:-17].decode("utf-8")
+                found.setdefault(name, []).append((ks.decode_time(value), key[-16:]))
+            return {
+                name: [uuid.UUID(bytes=b) for _, b in sorted(ids, reverse=True)]
+                for name, ids in sorted(found.items())
+            }
+
+    def resolve_topic(self, topic: str, topic_id: uuid.UUID | None = None) -> uuid.UUID:
+        """The topic id for ``topic``: the newest (latest first event) when the name was
+        deleted and re-created, or exactly ``topic_id`` when the caller names it."""
+        with self._lock:
+            rows = self._db.scan(ks.topic_prefix(topic))
+            ids = sorted(((ks.decode_time(v), k[-16:]) for k, v in rows), reverse=True)
+            if topic_id is not None:
+                if any(b == topic_id.bytes for _, b in ids):
+                    return topic_id
+                raise UnknownTopicOrPartitionError(f"topic {topic!r} has no id {topic_id}")
+            if not ids:
+                raise UnknownTopicOrPartitionError(f"unknown topic {topic!r}")
+            return uuid.UUID(bytes=ids[0][1])
+
+    def partition(
+        self, topic: str, partition: int, topic_id: uuid.UUID | None = None
+    ) -> TopicIdPartition:
+        """Resolve a (name, partition) pair to a known :class:`TopicIdPartition`."""
+        tid = self.resolve_topic(topic, topic_id)
+        tp = TopicIdPartition(tid, partition, topic)
+        with self._lock:
+            self._require(tp)
+        return tp
