@@ -10,10 +10,11 @@ import mmap
 import os
 import sys
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from gateway import __version__
+from gateway.commands import catalog
 from gateway.errors import ConfigurationError, GatewayError
 
 EXIT_OK = 0
@@ -65,6 +66,14 @@ def _parser() -> argparse.ArgumentParser:
     t.add_argument("--s3-region")
     t.add_argument("--s3-path-style", action="store_true")
 
+    t.add_argument(
+        "--state-dir",
+        type=Path,
+        help="register each segment in the catalog kept in DIR (STARTED, upload, FINISHED)",
+    )
+
+    catalog.add_parser(sub)
+
     g = sub.add_parser("demo-segment", help="write a demo segment folder, as a broker would")
     g.add_argument("--out", type=Path, required=True, help="folder to write the segment files to")
     return p
@@ -108,7 +117,8 @@ def _dump(args: argparse.Namespace) -> int:
     return EXIT_CRC_WARNINGS if report.bad_crc else EXIT_OK
 
 
-def _topic_id(text: str) -> uuid.UUID:
+def topic_id_arg(text: str) -> uuid.UUID:
+    """A topic id given as a UUID or in Kafka's base64url form."""
     from gateway.errors import InvalidKeyError  # noqa: PLC0415
     from gateway.remote.keys import decode_uuid  # noqa: PLC0415
 
@@ -145,7 +155,7 @@ async def _tier_async(args: argparse.Namespace) -> int:
     keys = KeyRing.from_specs(args.key_pair)
     if args.encrypt_with is not None and args.encrypt_with not in keys:
         raise ConfigurationError(f"--encrypt-with {args.encrypt_with!r}: no such --key-pair")
-    topic_id = _topic_id(args.topic_id)
+    topic_id = topic_id_arg(args.topic_id)
     if not args.segment_dir.is_dir():
         raise ConfigurationError(f"{args.segment_dir} is not a directory")
     store = await open_store(
@@ -155,6 +165,12 @@ async def _tier_async(args: argparse.Namespace) -> int:
         path_style=args.s3_path_style,
     )
     count = 0
+    manager = None
+    if args.state_dir is not None:
+        from gateway.commands.common import open_manager  # noqa: PLC0415
+        from gateway.metadata.lifecycle import upload_registered  # noqa: PLC0415
+
+        manager = open_manager(args.state_dir)
 
     def build(segment: LocalSegment) -> tuple[RemoteLogSegmentMetadata, SegmentObjects]:
         meta = segment_metadata(
@@ -172,7 +188,10 @@ async def _tier_async(args: argparse.Namespace) -> int:
         for segment in segments:
             # compression, encryption and the key wrap are CPU work: off the event loop
             meta, objects = await asyncio.to_thread(build, segment)
-            await upload_segment(store, objects)
+            if manager is not None:
+                await upload_registered(store, objects, manager)
+            else:
+                await upload_segment(store, objects)
             count += 1
             print(
                 json.dumps(
@@ -191,6 +210,8 @@ async def _tier_async(args: argparse.Namespace) -> int:
             )
     finally:
         await store.close()
+        if manager is not None:
+            manager.close()
     if count == 0:
         print(
             f"warning: no rolled segment in {args.segment_dir} (the newest is the active one; "
@@ -200,9 +221,10 @@ async def _tier_async(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def _tier(args: argparse.Namespace) -> int:
+def _guarded(command: Callable[[argparse.Namespace], int], args: argparse.Namespace) -> int:
+    """Run a command; a domain or OS error is one ``error:`` line and exit code 2."""
     try:
-        return asyncio.run(_tier_async(args))
+        return command(args)
     except GatewayError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
@@ -224,7 +246,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command == "dump":
         return _dump(args)
     if args.command == "tier":
-        return _tier(args)
+        return _guarded(lambda a: asyncio.run(_tier_async(a)), args)
+    if args.command == "catalog":
+        return _guarded(catalog.run, args)
     if args.command == "demo-segment":
         return _demo_segment(args)
     raise AssertionError(args.command)  # argparse rejects unknown commands

@@ -1,0 +1,148 @@
+"""``tier --state-dir`` registers segments; ``catalog scan`` / ``catalog ls`` report them."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from pathlib import Path
+
+import pytest
+
+from gateway.cli import main
+from gateway.commands.common import open_manager
+from gateway.errors import StorageUnavailableError
+from gateway.kafka.demo import write_demo_segment
+from gateway.metadata.backend import MemoryBackend
+from gateway.metadata.lifecycle import upload_registered
+from gateway.metadata.manager import RemoteLogMetadataManager
+from gateway.metadata.model import SegmentState
+from gateway.remote.keyring import KeyRing
+from gateway.remote.tiering import (
+    SegmentObjects,
+    TieringOptions,
+    build_segment_objects,
+    read_segment_dir,
+    segment_metadata,
+)
+from gateway.storage.filesystem import FilesystemStore
+
+TOPIC_ID = "AAAAAAAAAAAAAAAAAAAAAQ"
+
+
+def _run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+@pytest.fixture
+def tiered(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> tuple[str, Path]:
+    seg = tmp_path / "seg"
+    write_demo_segment(seg)
+    bucket = f"file://{tmp_path / 'bucket'}"
+    for partition in ("0", "1"):
+        code, _, err = _run(
+            capsys, "tier", str(seg), "--store", bucket, "--key-prefix", "t/",
+            "--topic", "orders", "--topic-id", TOPIC_ID, "--partition", partition,
+            "--include-active", "--state-dir", str(tmp_path / "writer-state"),
+        )  # fmt: skip
+        assert code == 0, err
+    return bucket, tmp_path / "writer-state"
+
+
+def test_tier_registers_finished_segments(
+    tiered: tuple[str, Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    _, state = tiered
+    code, out, _ = _run(
+        capsys, "catalog", "ls", "--state-dir", str(state), "--topic", "orders",
+        "--partition", "1", "--json",
+    )  # fmt: skip
+    assert code == 0
+    (row,) = [json.loads(line) for line in out.splitlines()]
+    assert row["state"] == "COPY_SEGMENT_FINISHED"
+    assert (row["start_offset"], row["end_offset"]) == (0, 172)
+    assert row["leader_epochs"] == [[0, 0], [3, 150]]
+    assert row["txn_index_empty"] is False
+
+
+def test_catalog_scan_json_and_table(
+    tiered: tuple[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    bucket, _ = tiered
+    state = tmp_path / "scan-state"
+    code, out, _ = _run(
+        capsys, "catalog", "scan", "--store", bucket, "--key-prefix", "t/", "--json",
+        "--state-dir", str(state),
+    )  # fmt: skip
+    assert code == 0
+    doc = json.loads(out)
+    assert doc["scan"]["registered"] == 2
+    assert [(p["partition"], p["segments"], p["leader_epochs"]) for p in doc["partitions"]] == [
+        (0, 1, [[0, 0], [3, 150]]),
+        (1, 1, [[0, 0], [3, 150]]),
+    ]
+    assert doc["partitions"][0]["topic_id"] == TOPIC_ID
+    assert doc["partitions"][0]["remote_log_end_offset"] == 172
+    # incremental: the second scan over the same state registers nothing
+    code, out, _ = _run(capsys, "catalog", "scan", "--store", bucket, "--key-prefix", "t/",
+                        "--state-dir", str(state))  # fmt: skip
+    header, *rows = out.splitlines()
+    assert header.split()[:4] == ["TOPIC", "TOPIC_ID", "PARTITION", "SEGMENTS"]
+    assert [r.split()[:4] for r in rows] == [
+        ["orders", TOPIC_ID, "0", "1"],
+        ["orders", TOPIC_ID, "1", "1"],
+    ]
+
+
+def test_skipped_manifests_give_exit_1(
+    tiered: tuple[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    bucket, _ = tiered
+    (tmp_path / "bucket" / "t" / "junk.rsm-manifest").write_text("{}")
+    code, _, err = _run(capsys, "catalog", "scan", "--store", bucket, "--key-prefix", "t/")
+    assert code == 1
+    assert "warning: skipped t/junk.rsm-manifest" in err
+
+
+def test_ls_errors_are_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code, _, err = _run(capsys, "catalog", "ls", "--topic", "x", "--partition", "0")
+    assert (code, err.count("\n")) == (2, 1) and "needs --store" in err
+    code, _, err = _run(
+        capsys, "catalog", "ls", "--state-dir", str(tmp_path), "--topic", "x", "--partition", "0"
+    )
+    assert code == 2 and "unknown topic 'x'" in err
+
+
+class FailingStore(FilesystemStore):
+    """Fails the manifest upload, as a bucket outage half-way through a copy would."""
+
+    async def put(self, key: str, data: bytes) -> None:
+        if key.endswith(".rsm-manifest"):
+            raise StorageUnavailableError("503 SlowDown")
+        await super().put(key, data)
+
+
+async def test_failed_upload_is_deregistered_and_cleaned(tmp_path: Path) -> None:
+    write_demo_segment(tmp_path / "seg")
+    (local,) = read_segment_dir(tmp_path / "seg", include_active=True)
+    meta = segment_metadata(local, topic="orders", topic_id=uuid.UUID(int=1), partition=0)
+    objects: SegmentObjects = build_segment_objects(
+        local, meta, key_prefix="t/", options=TieringOptions(), keys=KeyRing()
+    )
+    store = FailingStore(tmp_path / "bucket")
+    rlmm = RemoteLogMetadataManager(MemoryBackend())
+    with pytest.raises(StorageUnavailableError):
+        await upload_registered(store, objects, rlmm)
+    tp = rlmm.partitions()[0]
+    assert rlmm.list_remote_log_segments(tp) == []  # STARTED, DELETE_STARTED, DELETE_FINISHED
+    assert rlmm.remote_log_size(tp) == 0
+    assert [info.key async for info in store.list("")] == []  # the .log and .indexes are gone
+    ok = await upload_registered(FilesystemStore(tmp_path / "bucket"), objects, rlmm)
+    assert ok.state is SegmentState.COPY_SEGMENT_FINISHED
+
+
+def test_open_manager_in_memory_without_state_dir() -> None:
+    rlmm = open_manager(None)
+    assert rlmm.partitions() == []
+    rlmm.close()
