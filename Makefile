@@ -31,6 +31,7 @@ test: $(VENV)/.installed-dev
 bench: $(VENV)/.installed-dev
 	$(BIN)/python -m tests.bench.bench_decode
 	$(BIN)/python -m tests.bench.bench_remote
+	$(BIN)/python -m tests.bench.bench_indexcache
 
 lint: $(VENV)/.installed-dev
 	$(BIN)/ruff check gateway indexcache tests
