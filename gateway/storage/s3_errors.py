@@ -1,0 +1,106 @@
+"""The one S3 error table, for both S3 clients: aioboto3 (control plane) and httpx (data plane).
+
+Everything is decided from structured data, never message text: the S3 error ``<Code>`` (from
+botocore's parsed ``ClientError`` or from the XML error body httpx hands us), the HTTP status
+when there is no code, and the exception *type* for transport faults (connection reset,
+timeouts, a body shorter than its ``Content-Length``), which are all retriable.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Final
+
+import aiohttp
+import botocore.exceptions
+import httpx
+
+from gateway.errors import (
+    ConfigurationError,
+    GatewayError,
+    ObjectNotFoundError,
+    StorageError,
+    StorageUnavailableError,
+)
+
+NOT_FOUND: Final = frozenset({"NoSuchKey", "NotFound", "404"})
+CONFIGURATION: Final = frozenset(
+    {
+        "NoSuchBucket",
+        "AccessDenied",
+        "403",
+        "InvalidAccessKeyId",
+        "SignatureDoesNotMatch",
+        "AllAccessDisabled",
+        "InvalidBucketName",
+        "PermanentRedirect",
+        "301",
+    }
+)
+TRANSIENT: Final = frozenset(
+    {
+        "SlowDown",
+        "503",
+        "ServiceUnavailable",
+        "InternalError",
+        "500",
+        "RequestTimeout",
+        "RequestTimeTooSkewed",
+        "Throttling",
+        "ThrottlingException",
+        "RequestLimitExceeded",
+    }
+)
+_TRANSIENT_EXCEPTIONS: Final = (
+    botocore.exceptions.EndpointConnectionError,
+    botocore.exceptions.ConnectionClosedError,
+    botocore.exceptions.ReadTimeoutError,
+    botocore.exceptions.ConnectTimeoutError,
+    botocore.exceptions.ResponseStreamingError,
+    botocore.exceptions.IncompleteReadError,
+    aiohttp.ClientPayloadError,
+    aiohttp.ClientConnectionError,
+    httpx.TimeoutException,  # connect, read, write and pool timeouts
+    httpx.NetworkError,  # connect refused, reset while reading or writing
+    httpx.RemoteProtocolError,  # peer closed before the whole body (shorter than Content-Length)
+    ConnectionResetError,
+)
+# S3 error bodies are small ``<Error><Code>…</Code>…</Error>`` documents; only this much is read.
+MAX_ERROR_BODY: Final = 64 * 1024
+_CODE: Final = re.compile(rb"<Code>\s*([A-Za-z0-9_.\-]{1,128})\s*</Code>")
+
+
+def translate_code(code: str, status: int | None, what: str) -> GatewayError:
+    """An S3 error code (or, without one, the HTTP status) to a domain error."""
+    code = code or (str(status) if status is not None else "")
+    if code in NOT_FOUND:
+        return ObjectNotFoundError(f"{what}: not found ({code})")
+    if code in CONFIGURATION:
+        return ConfigurationError(f"{what}: {code}: check the bucket and credentials")
+    if code in TRANSIENT or (status is not None and status >= 500):
+        return StorageUnavailableError(f"{what}: {code}")
+    return StorageError(f"{what}: {code}")
+
+
+def error_code(body: bytes) -> str:
+    """The ``<Code>`` of an S3 XML error body; ``""`` when there is none (e.g. a HEAD)."""
+    match = _CODE.search(body[:MAX_ERROR_BODY])
+    return match.group(1).decode("ascii") if match else ""
+
+
+def translate_response(status: int, body: bytes, what: str) -> GatewayError:
+    """An HTTP error response from S3 (status and XML body) to a domain error."""
+    return translate_code(error_code(body), status, what)
+
+
+def translate(exc: Exception, what: str) -> GatewayError:
+    """A botocore, aiohttp or httpx exception to a domain error."""
+    if isinstance(exc, botocore.exceptions.ClientError):
+        code = str(exc.response.get("Error", {}).get("Code", ""))
+        status = exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode")
+        return translate_code(code, status if isinstance(status, int) else None, what)
+    if isinstance(exc, botocore.exceptions.NoCredentialsError):
+        return ConfigurationError(f"{what}: no AWS credentials found")
+    if isinstance(exc, _TRANSIENT_EXCEPTIONS):
+        return StorageUnavailableError(f"{what}: {type(exc).__name__}")
+    return StorageError(f"{what}: {type(exc).__name__}")
