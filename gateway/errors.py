@@ -33,6 +33,12 @@ class CorruptRecordError(CorruptDataError):
     code = "corrupt_record"
 
 
+class CorruptMetadataRecordError(CorruptDataError):
+    """A ``__remote_log_metadata`` record that does not follow its schema."""
+
+    code = "corrupt_metadata_record"
+
+
 class CrcMismatchError(CorruptRecordError):
     """A record batch's CRC-32C does not match its bytes."""
 
@@ -151,6 +157,33 @@ class UnknownTopicOrPartitionError(MetadataError):
 
     status = 404
     code = "unknown_topic_or_partition"
+
+
+# --- the request --------------------------------------------------------------------------------
+
+
+class InvalidRequestError(GatewayError):
+    """A request parameter is invalid; ``parameter`` names it."""
+
+    status = 400
+    code = "invalid_request"
+
+    def __init__(self, message: str, parameter: str | None = None) -> None:
+        super().__init__(message)
+        self.parameter = parameter
+
+
+class OffsetOutOfRangeError(GatewayError):
+    """The offset is outside the remote tier (Kafka's OFFSET_OUT_OF_RANGE); carries the
+    remote log start offset and the end offset (one past the highest) for the client."""
+
+    status = 416
+    code = "offset_out_of_range"
+
+    def __init__(self, message: str, log_start_offset: int | None, log_end_offset: int | None):
+        super().__init__(message)
+        self.log_start_offset = log_start_offset
+        self.log_end_offset = log_end_offset
 
 
 # --- configuration ---------------------------------------------------------------------------

@@ -72,6 +72,17 @@ class SegmentWriter:
     def next_offset(self) -> int:
         return self.base_offset if self._next_offset is None else self._next_offset
 
+    def next_segment(self) -> SegmentWriter:
+        """The writer of the segment that follows this one when the log rolls: it starts at
+        this one's log end and shares the partition-wide state (leader-epoch cache, producer
+        states), as ``UnifiedLog.roll`` keeps them."""
+        return SegmentWriter(
+            base_offset=self.next_offset,
+            index_interval_bytes=self.index_interval_bytes,
+            epochs=self.epochs,
+            _producers=self._producers,
+        )
+
     def append(self, *batches: bytes) -> None:
         """Append one chunk (one produce request's batches), as ``LogSegment.append``."""
         chunk = b"".join(batches)

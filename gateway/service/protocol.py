@@ -1,0 +1,74 @@
+"""The seam between the HTTP layer and the core: what a gateway service offers.
+
+:class:`gateway.service.core.GatewayService` implements it; the routers depend only on this
+Protocol. Every method raises only :class:`gateway.errors.GatewayError` subclasses:
+
+* unknown topic or partition: ``UnknownTopicOrPartitionError`` (404);
+* an offset outside the remote tier: ``OffsetOutOfRangeError`` (416, carries start/end);
+* a bad parameter: ``InvalidRequestError`` (400, ``parameter`` names it);
+* store faults after retries: ``StorageUnavailableError`` (503, retriable);
+* deadline passed: ``DeadlineExceededError`` (504); corrupt stored data: ``CorruptDataError``
+  subclasses (502), naming the object.
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import Literal, Protocol
+
+from gateway.service.types import (
+    FetchedRecord,
+    FetchResult,
+    IsolationLevel,
+    OffsetResult,
+    PartitionInfo,
+    SegmentInfo,
+)
+from gateway.storage.retry import Deadline
+
+OffsetSpec = int | Literal["earliest", "latest", "max_timestamp"]
+
+
+class Service(Protocol):
+    def ready(self) -> bool:
+        """The catalog has been loaded at least once."""
+        ...
+
+    async def topics(self) -> dict[str, list[uuid.UUID]]:
+        """Topic name -> its ids, newest first."""
+        ...
+
+    async def partitions(self, topic: str) -> list[PartitionInfo]: ...
+
+    async def partition(self, topic: str, partition: int) -> PartitionInfo: ...
+
+    async def segments(self, topic: str, partition: int) -> list[SegmentInfo]: ...
+
+    async def fetch(
+        self,
+        topic: str,
+        partition: int,
+        offset: int,
+        *,
+        max_bytes: int,
+        isolation: IsolationLevel,
+        deadline: Deadline,
+    ) -> FetchResult:
+        """Whole batches from the first one whose last offset is >= ``offset``, at least one
+        batch, continuing into following segments while ``max_bytes`` allows."""
+        ...
+
+    async def decode(
+        self, result: FetchResult, offset: int, isolation: IsolationLevel
+    ) -> list[FetchedRecord]:
+        """The data records of ``result`` at or after ``offset`` (control records and, for
+        read_committed, aborted records removed); CPU work, run off the event loop."""
+        ...
+
+    async def list_offsets(
+        self, topic: str, partition: int, spec: OffsetSpec, deadline: Deadline
+    ) -> OffsetResult: ...
+
+    def metrics_text(self) -> bytes:
+        """Prometheus exposition of the core's counters (GETs, bytes, retries, caches)."""
+        ...

@@ -1,0 +1,89 @@
+"""Values the service layer returns to the HTTP layer (framework-free, frozen)."""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+from enum import StrEnum
+
+from gateway.kafka.records import RecordLike
+
+
+class IsolationLevel(StrEnum):
+    READ_UNCOMMITTED = "read_uncommitted"
+    READ_COMMITTED = "read_committed"
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionInfo:
+    topic: str
+    topic_id: uuid.UUID
+    partition: int
+    remote_log_start_offset: int | None
+    remote_log_end_offset: int | None
+    size: int  # KIP-852 remote_log_size
+    segment_count: int
+    leader_epochs: tuple[tuple[int, int], ...]  # (epoch, start offset)
+
+
+@dataclass(frozen=True, slots=True)
+class SegmentInfo:
+    segment_id: str  # Kafka base64url
+    start_offset: int
+    end_offset: int
+    state: str
+    size: int
+    max_timestamp_ms: int
+    event_timestamp_ms: int
+    leader_epochs: tuple[tuple[int, int], ...]
+    txn_index_empty: bool
+
+
+@dataclass(frozen=True, slots=True)
+class FetchedRecord:
+    """One data record with its batch context (control records never get here)."""
+
+    record: RecordLike
+    offset: int
+    timestamp: int
+    log_append_time: bool
+    leader_epoch: int | None
+
+
+@dataclass(frozen=True, slots=True)
+class AbortedTransaction:
+    producer_id: int
+    first_offset: int
+
+
+@dataclass(frozen=True, slots=True)
+class FetchedBatches:
+    """Whole record batches from one segment, as stored (for the raw response)."""
+
+    segment_start_offset: int
+    data: bytes
+    first_offset: int  # base offset of the first batch
+    last_offset: int  # last offset of the last batch
+
+
+@dataclass(frozen=True, slots=True)
+class FetchResult:
+    """What a fetch returns; ``next_offset`` is one past the last offset considered."""
+
+    topic: str
+    topic_id: uuid.UUID
+    partition: int
+    batches: tuple[FetchedBatches, ...]
+    next_offset: int
+    log_start_offset: int
+    log_end_offset: int  # one past the highest remote offset
+    aborted_transactions: tuple[AbortedTransaction, ...] | None  # None: read_uncommitted
+
+
+@dataclass(frozen=True, slots=True)
+class OffsetResult:
+    """ListOffsets: ``offset`` -1 and ``timestamp`` -1 when nothing matches."""
+
+    offset: int
+    timestamp: int
+    leader_epoch: int | None
