@@ -185,6 +185,18 @@ class SegmentReader:
             )
         return data
 
+    async def get_object(self, key: str, deadline: Deadline) -> bytes:
+        """A whole small object (a manifest), retried like every GET."""
+
+        async def attempt() -> bytes:
+            t0 = time.monotonic()
+            data = await self._store.get(key)
+            self.counters.observe_get(time.monotonic() - t0, len(data))
+            return data
+
+        async with self._gets:
+            return await self._retrier.run(f"GET {key}", attempt, deadline)
+
     async def read_range(
         self, segment: RemoteSegment, start: int, end: int, deadline: Deadline
     ) -> bytes:
@@ -209,23 +221,44 @@ class SegmentReader:
     async def _read_chunks(
         self, segment: RemoteSegment, start: int, end: int, deadline: Deadline
     ) -> bytes:
-        key, transform = segment.key.key, segment.transform
         chunks = segment.manifest.chunk_index.chunks_for_range(start, end)
         if not chunks:
+            key = segment.key.key
             raise CorruptManifestError(f"{key}: chunk index has no chunk for [{start}, {end})")
+        pieces = await self._decoded_chunks(segment, chunks, deadline)
+        # Trim the outer chunks to the range, then join once (no second full-size copy).
+        pieces[-1] = pieces[-1][: end - chunks[-1].original_position]
+        pieces[0] = pieces[0][start - chunks[0].original_position :]
+        return b"".join(pieces)
+
+    async def read_chunks(
+        self, segment: RemoteSegment, chunks: Sequence[Chunk], deadline: Deadline
+    ) -> list[bytes]:
+        """The original bytes of each of ``chunks`` (ascending chunks of ``segment``), with
+        stored-adjacent chunks coalesced into GETs as :meth:`read_range` does. The unit a
+        decoded-chunk cache keeps."""
+        if not chunks:
+            return []
+        pieces = await self._decoded_chunks(segment, chunks, deadline)
+        self.counters.bytes_returned += sum(len(p) for p in pieces)
+        return pieces
+
+    async def _decoded_chunks(
+        self, segment: RemoteSegment, chunks: Sequence[Chunk], deadline: Deadline
+    ) -> list[bytes]:
+        key, transform = segment.key.key, segment.transform
         loop = asyncio.get_running_loop()
 
         async def fetch(get: RangeGet) -> list[bytes]:
             data = await self._get(key, get.start, get.end, deadline)
+            if transform.is_identity and len(get.chunks) == 1:
+                return [data]
             return await loop.run_in_executor(self._executor, _detransform, data, get, transform)
 
         decoded = await _all_or_nothing([fetch(g) for g in plan_gets(chunks, self._max_get_bytes)])
         pieces = [piece for group in decoded for piece in group]
         self.counters.chunks_decoded += len(pieces)
-        # Trim the outer chunks to the range, then join once (no second full-size copy).
-        pieces[-1] = pieces[-1][: end - chunks[-1].original_position]
-        pieces[0] = pieces[0][start - chunks[0].original_position :]
-        return b"".join(pieces)
+        return pieces
 
     async def read_indexes(
         self, segment: RemoteSegment, deadline: Deadline

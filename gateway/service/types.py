@@ -19,8 +19,8 @@ class PartitionInfo:
     topic: str
     topic_id: uuid.UUID
     partition: int
-    remote_log_start_offset: int | None
-    remote_log_end_offset: int | None
+    remote_log_start_offset: int  # the lowest offset in the remote tier (0 when empty)
+    remote_log_end_offset: int  # one past the highest offset in the remote tier (a log end)
     size: int  # KIP-852 remote_log_size
     segment_count: int
     leader_epochs: tuple[tuple[int, int], ...]  # (epoch, start offset)

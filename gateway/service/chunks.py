@@ -1,0 +1,216 @@
+"""Decoded chunks of remote segments: a byte-bounded LRU, single-flight GETs, read-ahead.
+
+A fetch reads original segment bytes ``[start, end)``; they come from whole decoded chunks
+(decrypted, decompressed), the unit the bucket stores. This cache keeps those chunks:
+
+* bounded by bytes held (cachetools ``LRUCache`` weighted by chunk size); an evicted chunk
+  stays valid for readers that hold it (chunks are immutable ``bytes``);
+* single-flight: concurrent misses on a chunk share one load, and the missing chunks of one
+  read are loaded together, so adjacent ones coalesce into one ranged GET (``SegmentReader``);
+  a load runs as its own task, so a caller that gives up does not fail the others; a failed
+  load is not cached;
+* read-ahead: when reads of a segment move forward chunk after chunk, the next chunks, up to
+  ``readahead_bytes``, are loaded in the background (failures only logged).
+
+Keys are (segment uuid, chunk id): a segment's objects are never rewritten, so nothing here can
+go stale.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import uuid
+from collections.abc import Coroutine, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from cachetools import LRUCache
+
+from gateway.remote.chunk_index import Chunk
+from gateway.remote.reader import RemoteSegment, SegmentReader
+from gateway.storage.retry import Deadline
+
+log = logging.getLogger(__name__)
+
+ChunkKey = tuple[uuid.UUID, int]
+READAHEAD_TIMEOUT = 30.0
+
+
+@dataclass(frozen=True, slots=True)
+class ChunkCacheStats:
+    hits: int
+    misses: int
+    loads: int
+    load_failures: int
+    evictions: int
+    readahead_chunks: int
+    entries: int
+    bytes_held: int
+    max_bytes: int
+
+
+class _ByteLRU(LRUCache[ChunkKey, bytes]):
+    def __init__(self, max_bytes: int) -> None:
+        super().__init__(maxsize=max_bytes, getsizeof=len)
+        self.evictions = 0
+
+    def popitem(self) -> tuple[ChunkKey, bytes]:
+        item = super().popitem()
+        self.evictions += 1
+        return item
+
+
+class ChunkCache:
+    """Decoded chunks in front of a :class:`SegmentReader`."""
+
+    def __init__(
+        self, reader: SegmentReader, *, max_bytes: int, readahead_bytes: int = 8 << 20
+    ) -> None:
+        self._reader = reader
+        self._lru = _ByteLRU(max(max_bytes, 1))
+        self._max_bytes = max_bytes
+        self._readahead_bytes = readahead_bytes
+        self._inflight: dict[ChunkKey, asyncio.Future[bytes]] = {}
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._last_chunk: LRUCache[uuid.UUID, int] = LRUCache(maxsize=4096)
+        self._hits = self._misses = self._loads = self._failures = self._readahead = 0
+
+    def stats(self) -> ChunkCacheStats:
+        return ChunkCacheStats(
+            self._hits,
+            self._misses,
+            self._loads,
+            self._failures,
+            self._lru.evictions,
+            self._readahead,
+            len(self._lru),
+            int(self._lru.currsize),
+            self._max_bytes,
+        )
+
+    async def aclose(self) -> None:
+        for task in list(self._tasks):
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+
+    async def read(
+        self,
+        segment: RemoteSegment,
+        segment_id: uuid.UUID,
+        start: int,
+        end: int,
+        deadline: Deadline,
+    ) -> bytes:
+        """Original bytes ``[start, end)`` of the segment, clamped to its size."""
+        end = min(end, segment.size)
+        if start < 0 or start >= end:
+            return b""
+        chunks = segment.manifest.chunk_index.chunks_for_range(start, end)
+        pieces = await self._chunks(segment, segment_id, chunks, deadline)
+        self._maybe_read_ahead(segment, segment_id, chunks)
+        if len(pieces) == 1:
+            lo = start - chunks[0].original_position
+            return pieces[0][lo : lo + end - start]
+        pieces[-1] = pieces[-1][: end - chunks[-1].original_position]
+        pieces[0] = pieces[0][start - chunks[0].original_position :]
+        return b"".join(pieces)
+
+    async def _chunks(
+        self,
+        segment: RemoteSegment,
+        segment_id: uuid.UUID,
+        chunks: Sequence[Chunk],
+        deadline: Deadline,
+        *,
+        count: bool = True,
+    ) -> list[bytes]:
+        waits: list[asyncio.Future[bytes] | bytes] = []
+        missing: list[Chunk] = []
+        loop = asyncio.get_running_loop()
+        for chunk in chunks:
+            key = (segment_id, chunk.id)
+            cached = self._lru.get(key)
+            if cached is not None:
+                self._hits += count
+                waits.append(cached)
+                continue
+            self._misses += count
+            future = self._inflight.get(key)
+            if future is None:
+                future = loop.create_future()
+                self._inflight[key] = future
+                missing.append(chunk)
+            waits.append(future)
+        if missing:
+            self._spawn(self._load(segment, segment_id, missing, deadline))
+        out: list[bytes] = []
+        for item in waits:
+            out.append(item if isinstance(item, bytes) else await asyncio.shield(item))
+        return out
+
+    def _spawn(self, coro: Coroutine[Any, Any, None]) -> None:
+        task = asyncio.ensure_future(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _load(
+        self,
+        segment: RemoteSegment,
+        segment_id: uuid.UUID,
+        chunks: list[Chunk],
+        deadline: Deadline,
+    ) -> None:
+        keys = [(segment_id, c.id) for c in chunks]
+        self._loads += 1
+        try:
+            pieces = await self._reader.read_chunks(segment, chunks, deadline)
+        except BaseException as exc:
+            self._failures += 1
+            for key in keys:
+                future = self._inflight.pop(key, None)
+                if future is not None and not future.done():
+                    future.set_exception(exc)
+                    future.exception()  # retrieved here: a waiter may have given up
+            if isinstance(exc, asyncio.CancelledError):
+                raise
+            return
+        for key, piece in zip(keys, pieces, strict=True):
+            if len(piece) <= self._max_bytes:
+                self._lru[key] = piece
+            future = self._inflight.pop(key, None)
+            if future is not None and not future.done():
+                future.set_result(piece)
+
+    def _maybe_read_ahead(
+        self, segment: RemoteSegment, segment_id: uuid.UUID, chunks: Sequence[Chunk]
+    ) -> None:
+        previous = self._last_chunk.get(segment_id)
+        self._last_chunk[segment_id] = chunks[-1].id
+        sequential = previous is not None and previous <= chunks[0].id <= previous + 1
+        if not sequential or self._readahead_bytes <= 0:
+            return
+        index = segment.manifest.chunk_index
+        upcoming: list[Chunk] = []
+        budget = self._readahead_bytes
+        next_id = chunks[-1].id + 1
+        while next_id < index.chunk_count and budget > 0:
+            chunk = index.chunk(next_id)
+            key = (segment_id, next_id)
+            if key not in self._lru and key not in self._inflight:
+                upcoming.append(chunk)
+            budget -= chunk.original_size
+            next_id += 1
+        if upcoming:
+            self._readahead += len(upcoming)
+            self._spawn(self._quiet_read_ahead(segment, segment_id, upcoming))
+
+    async def _quiet_read_ahead(
+        self, segment: RemoteSegment, segment_id: uuid.UUID, chunks: list[Chunk]
+    ) -> None:
+        try:
+            await self._chunks(
+                segment, segment_id, chunks, Deadline.after(READAHEAD_TIMEOUT), count=False
+            )
+        except Exception as exc:  # a read-ahead is a guess: its failure only costs a miss later
+            log.debug("read-ahead of %s failed: %s", segment.key.key, exc)

@@ -1,0 +1,309 @@
+"""The gateway service: wires the RLMM, the caches and the readers behind the ``Service`` seam.
+
+:func:`open_service` builds everything a running gateway owns (store client, thread pool,
+segment reader with retries, decoded-chunk cache, index cache, RLMM with its bucket scan and
+rescan task) and closes all of it on exit. The HTTP layer calls it from its lifespan.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import uuid
+from collections.abc import AsyncIterator
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Protocol
+
+from gateway.errors import InvalidRequestError, ObjectNotFoundError
+from gateway.metadata.backend import MemoryBackend
+from gateway.metadata.manager import RemoteLogMetadataManager
+from gateway.metadata.model import TopicIdPartition
+from gateway.metadata.scan import BucketScanner, checkpoint_reader
+from gateway.metadata.sqlite import SQLiteBackend
+from gateway.remote.keyring import KeyRing
+from gateway.remote.keys import encode_uuid
+from gateway.remote.reader import SegmentReader
+from gateway.service.chunks import ChunkCache
+from gateway.service.fetch import Fetcher, remote_bounds, to_batches
+from gateway.service.metrics import render_metrics
+from gateway.service.offsets import OffsetFinder
+from gateway.service.protocol import OffsetSpec
+from gateway.service.records import decode_records
+from gateway.service.segments import SegmentSource
+from gateway.service.types import (
+    FetchedRecord,
+    FetchResult,
+    IsolationLevel,
+    OffsetResult,
+    PartitionInfo,
+    SegmentInfo,
+)
+from gateway.storage.base import ObjectStore
+from gateway.storage.factory import open_store
+from gateway.storage.retry import Deadline, Retrier, RetryPolicy
+
+log = logging.getLogger(__name__)
+
+
+class ServiceSettings(Protocol):
+    """What :func:`open_service` reads from the settings object."""
+
+    store: str
+    key_prefix: str
+    key_pairs: list[str]
+    state_dir: Path | None
+    s3_endpoint_url: str | None
+    s3_region: str | None
+    s3_path_style: bool
+    index_cache_bytes: int
+    index_cache_dir: Path | None
+    chunk_cache_bytes: int
+    readahead_bytes: int
+    max_get_bytes: int
+    max_concurrent_gets: int
+    retry_max_attempts: int
+    retry_base_delay_s: float
+    retry_attempt_timeout_s: float
+    threads: int
+    rescan_interval_s: float
+
+
+class GatewayService:
+    """The use cases; every public method is safe to call concurrently."""
+
+    def __init__(
+        self,
+        rlmm: RemoteLogMetadataManager,
+        source: SegmentSource,
+        reader: SegmentReader,
+        retrier: Retrier,
+        executor: ThreadPoolExecutor,
+    ) -> None:
+        self.rlmm = rlmm
+        self.source = source
+        self.reader = reader
+        self.retrier = retrier
+        self._executor = executor
+        self._fetcher = Fetcher(rlmm, source)
+        self._offsets = OffsetFinder(rlmm, source)
+        self._ready = False
+        self.scanner: BucketScanner | None = None
+
+    def mark_ready(self) -> None:
+        self._ready = True
+
+    def ready(self) -> bool:
+        return self._ready
+
+    async def _tp(self, topic: str, partition: int) -> TopicIdPartition:
+        if partition < 0:
+            raise InvalidRequestError(f"partition {partition} is negative", "partition")
+        # RLMM reads are SQLite calls: off the event loop.
+        return await asyncio.to_thread(self.rlmm.partition, topic, partition)
+
+    async def topics(self) -> dict[str, list[uuid.UUID]]:
+        return await asyncio.to_thread(self.rlmm.topics)
+
+    def _info(self, tp: TopicIdPartition) -> PartitionInfo:
+        rlmm = self.rlmm
+        start, end = remote_bounds(rlmm, tp)
+        return PartitionInfo(
+            tp.topic,
+            tp.topic_id,
+            tp.partition,
+            start,
+            end,
+            rlmm.remote_log_size(tp),
+            rlmm.segment_count(tp),
+            tuple((e.epoch, e.start_offset) for e in rlmm.epoch_lineage(tp)),
+        )
+
+    async def partitions(self, topic: str) -> list[PartitionInfo]:
+        def read() -> list[PartitionInfo]:
+            topic_id = self.rlmm.resolve_topic(topic)
+            return [self._info(tp) for tp in self.rlmm.partitions(topic_id)]
+
+        return await asyncio.to_thread(read)
+
+    async def partition(self, topic: str, partition: int) -> PartitionInfo:
+        tp = await self._tp(topic, partition)
+        return await asyncio.to_thread(self._info, tp)
+
+    async def segments(self, topic: str, partition: int) -> list[SegmentInfo]:
+        tp = await self._tp(topic, partition)
+        metas = await asyncio.to_thread(self.rlmm.list_remote_log_segments, tp)
+        return [
+            SegmentInfo(
+                encode_uuid(m.segment_id.id),
+                m.start_offset,
+                m.end_offset,
+                m.state.name,
+                m.segment_size_in_bytes,
+                m.max_timestamp_ms,
+                m.event_timestamp_ms,
+                m.segment_leader_epochs,
+                m.txn_index_empty,
+            )
+            for m in metas
+        ]
+
+    async def fetch(
+        self,
+        topic: str,
+        partition: int,
+        offset: int,
+        *,
+        max_bytes: int,
+        isolation: IsolationLevel,
+        deadline: Deadline,
+    ) -> FetchResult:
+        if offset < 0:
+            raise InvalidRequestError(f"offset {offset} is negative", "offset")
+        if max_bytes <= 0:
+            raise InvalidRequestError(f"max_bytes {max_bytes} must be positive", "max_bytes")
+        tp = await self._tp(topic, partition)
+        try:
+            reads, next_offset = await self._fetcher.fetch(tp, offset, max_bytes, deadline)
+        except ObjectNotFoundError:
+            # A segment deleted under the read (retention): re-resolve once, from fresh
+            # metadata; a second miss is the answer.
+            log.info("segment gone during a fetch of %s at %d; re-resolving", tp, offset)
+            reads, next_offset = await self._fetcher.fetch(tp, offset, max_bytes, deadline)
+        aborted = None
+        if isolation is IsolationLevel.READ_COMMITTED:
+            aborted = tuple(await self._fetcher.aborted_transactions(tp, reads))
+        start, end = await asyncio.to_thread(remote_bounds, self.rlmm, tp)
+        return FetchResult(
+            tp.topic, tp.topic_id, tp.partition, to_batches(reads), next_offset, start, end, aborted
+        )
+
+    async def decode(
+        self, result: FetchResult, offset: int, isolation: IsolationLevel
+    ) -> list[FetchedRecord]:
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(
+            self._executor,
+            decode_records,
+            result.batches,
+            offset,
+            isolation,
+            result.aborted_transactions,
+        )
+
+    async def list_offsets(
+        self, topic: str, partition: int, spec: OffsetSpec, deadline: Deadline
+    ) -> OffsetResult:
+        tp = await self._tp(topic, partition)
+        finder = self._offsets
+        if spec == "earliest":
+            return await asyncio.to_thread(finder.earliest, tp)
+        if spec == "latest":
+            return await asyncio.to_thread(finder.latest, tp)
+        if spec == "max_timestamp":
+            return await finder.max_timestamp(tp, deadline)
+        if isinstance(spec, bool) or not isinstance(spec, int) or spec < 0:
+            raise InvalidRequestError(
+                f"timestamp {spec!r}: a time in ms >= 0, earliest, latest or max_timestamp",
+                "timestamp",
+            )
+        return await finder.for_timestamp(tp, spec, deadline)
+
+    def metrics_text(self) -> bytes:
+        return render_metrics(self)
+
+
+async def _scan_until_ready(scanner: BucketScanner, service: GatewayService) -> None:
+    delay = 1.0
+    while True:
+        try:
+            report = await scanner.scan()
+        except Exception as exc:  # the store may not be reachable yet: keep trying
+            log.warning("initial bucket scan failed (retrying in %.0f s): %s", delay, exc)
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, 30.0)
+            continue
+        log.info("bucket scan: %s", report.to_json())
+        service.mark_ready()
+        return
+
+
+@contextlib.asynccontextmanager
+async def open_service(settings: ServiceSettings) -> AsyncIterator[GatewayService]:
+    """Everything a running gateway owns, opened in order and closed in reverse."""
+    keys = KeyRing.from_specs(settings.key_pairs)
+    async with contextlib.AsyncExitStack() as stack:
+        executor = ThreadPoolExecutor(settings.threads, thread_name_prefix="gateway-cpu")
+        stack.callback(executor.shutdown, wait=False, cancel_futures=True)
+        store: ObjectStore = await open_store(
+            settings.store,
+            endpoint_url=settings.s3_endpoint_url,
+            region=settings.s3_region,
+            path_style=settings.s3_path_style,
+        )
+        stack.push_async_callback(store.close)
+        retrier = Retrier(
+            RetryPolicy(
+                max_attempts=settings.retry_max_attempts,
+                base_delay=settings.retry_base_delay_s,
+                attempt_timeout=settings.retry_attempt_timeout_s,
+            )
+        )
+        reader = SegmentReader(
+            store,
+            retrier,
+            executor,
+            max_get_bytes=settings.max_get_bytes,
+            max_concurrent_gets=settings.max_concurrent_gets,
+        )
+        chunks = ChunkCache(
+            reader, max_bytes=settings.chunk_cache_bytes, readahead_bytes=settings.readahead_bytes
+        )
+        index_dir = settings.index_cache_dir
+        source = SegmentSource(
+            reader,
+            keys,
+            key_prefix=settings.key_prefix,
+            executor=executor,
+            chunk_cache=chunks,
+            index_cache_bytes=settings.index_cache_bytes,
+            index_cache_dir=None if index_dir is None else str(index_dir),
+        )
+        await source.start()
+        stack.push_async_callback(source.aclose)
+        backend = (
+            MemoryBackend()
+            if settings.state_dir is None
+            else SQLiteBackend(settings.state_dir / "rlmm.sqlite")
+        )
+        rlmm = RemoteLogMetadataManager(backend)
+        stack.callback(rlmm.close)
+        service = GatewayService(rlmm, source, reader, retrier, executor)
+        scanner = BucketScanner(
+            store,
+            rlmm,
+            key_prefix=settings.key_prefix,
+            checkpoint_reader=checkpoint_reader(reader, keys),
+        )
+        service.scanner = scanner
+        tasks: list[asyncio.Task[None]] = []
+
+        async def background() -> None:
+            await _scan_until_ready(scanner, service)
+            if settings.rescan_interval_s > 0:
+                await asyncio.sleep(settings.rescan_interval_s)
+                await scanner.run_forever(settings.rescan_interval_s)
+
+        tasks.append(asyncio.create_task(background(), name="bucket-scan"))
+
+        async def stop() -> None:
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+
+        stack.push_async_callback(stop)
+        yield service
+
+
+__all__ = ["GatewayService", "ServiceSettings", "open_service"]

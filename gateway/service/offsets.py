@@ -1,0 +1,118 @@
+"""ListOffsets on the remote tier (``remote-read-semantics.md`` §12).
+
+* ``earliest``: the remote log start offset, its epoch; timestamp -1.
+* ``latest``: one past the highest remote offset (the remote tier's log end), the latest epoch;
+  timestamp -1.
+* ``max_timestamp``: the segment with the largest max timestamp (the first such), then in it
+  the first batch with that max timestamp and the first record carrying it
+  (``offsetOfMaxTimestamp``); the batch's epoch.
+* a timestamp T >= 0 (``findOffsetByTimestamp``): epochs in ascending order from the epoch of
+  the remote start; per epoch the first finished segment (by start offset) with
+  ``maxTimestampMs >= T`` and ``endOffset >= start``; in it the time index gives (T', O), the
+  offset index the position of ``max(start, O)``, and the first record with timestamp >= T
+  (the batch's max timestamp under LOG_APPEND_TIME) and offset >= start answers, with its
+  batch's leader epoch. Control records count, as in Kafka. Nothing found: (-1, -1, none).
+"""
+
+from __future__ import annotations
+
+from gateway.kafka.batch import TIMESTAMP_TYPE_MASK, RecordBatch, iter_batches
+from gateway.metadata.manager import RemoteLogMetadataManager
+from gateway.metadata.model import RemoteLogSegmentMetadata, SegmentState, TopicIdPartition
+from gateway.service.fetch import remote_bounds
+from gateway.service.segments import SegmentSource
+from gateway.service.types import OffsetResult
+from gateway.storage.retry import Deadline
+
+NOT_FOUND = OffsetResult(-1, -1, None)
+_WINDOW = 1 << 20
+
+
+def _epoch(batch: RecordBatch) -> int | None:
+    return batch.partition_leader_epoch if batch.partition_leader_epoch >= 0 else None
+
+
+class OffsetFinder:
+    def __init__(self, rlmm: RemoteLogMetadataManager, source: SegmentSource) -> None:
+        self._rlmm = rlmm
+        self._source = source
+
+    def earliest(self, tp: TopicIdPartition) -> OffsetResult:
+        start, end = remote_bounds(self._rlmm, tp)
+        if end == 0:
+            return NOT_FOUND
+        return OffsetResult(start, -1, self._rlmm.epoch_for_offset(tp, start))
+
+    def latest(self, tp: TopicIdPartition) -> OffsetResult:
+        _, end = remote_bounds(self._rlmm, tp)
+        lineage = self._rlmm.epoch_lineage(tp)
+        return OffsetResult(end, -1, lineage[-1].epoch if lineage else None)
+
+    async def _batches(
+        self, meta: RemoteLogSegmentMetadata, position: int, deadline: Deadline
+    ) -> list[RecordBatch]:
+        """Every whole batch of the segment from ``position`` on (read in 1 MiB windows)."""
+        out: list[RecordBatch] = []
+        pending = b""
+        cursor = position
+        while True:
+            data, size = await self._source.read(meta, cursor, cursor + _WINDOW, deadline)
+            buf = pending + data
+            consumed = 0
+            for batch in iter_batches(buf, offset_range=(meta.start_offset, meta.end_offset)):
+                batch.ensure_valid()
+                out.append(batch)
+                consumed = batch.position + batch.size_in_bytes
+            cursor += len(data)
+            if cursor >= size or not data:
+                return out
+            pending = buf[consumed:]
+
+    async def max_timestamp(self, tp: TopicIdPartition, deadline: Deadline) -> OffsetResult:
+        finished = [
+            m
+            for m in self._rlmm.list_remote_log_segments(tp)
+            if m.state is SegmentState.COPY_SEGMENT_FINISHED
+        ]
+        if not finished:
+            return NOT_FOUND
+        best = max(finished, key=lambda m: (m.max_timestamp_ms, -m.start_offset))
+        # The first record carrying the segment's max timestamp is the first record at or
+        # after it: the time index finds its neighbourhood (``offsetOfMaxTimestamp``).
+        start, _ = remote_bounds(self._rlmm, tp)
+        return await self._search(best, best.max_timestamp_ms, start, deadline)
+
+    async def for_timestamp(
+        self, tp: TopicIdPartition, timestamp: int, deadline: Deadline
+    ) -> OffsetResult:
+        start, end = remote_bounds(self._rlmm, tp)
+        if end == 0:
+            return NOT_FOUND
+        lineage = self._rlmm.epoch_lineage(tp)
+        first_epoch = self._rlmm.epoch_for_offset(tp, start)
+        epochs = [e.epoch for e in lineage if first_epoch is None or e.epoch >= first_epoch]
+        for epoch in epochs:
+            for meta in self._rlmm.list_remote_log_segments(tp, epoch):
+                if (
+                    meta.max_timestamp_ms >= timestamp
+                    and meta.end_offset >= start
+                    and meta.state is SegmentState.COPY_SEGMENT_FINISHED
+                ):
+                    return await self._search(meta, timestamp, start, deadline)
+        return NOT_FOUND
+
+    async def _search(
+        self, meta: RemoteLogSegmentMetadata, timestamp: int, start: int, deadline: Deadline
+    ) -> OffsetResult:
+        indexes = await self._source.indexes(meta)
+        found = indexes.lookup_timestamp(timestamp)
+        position = indexes.lookup_offset(max(start, found.offset, meta.start_offset)).position
+        for batch in await self._batches(meta, position, deadline):
+            if batch.max_timestamp < timestamp or batch.last_offset < start:
+                continue
+            log_append = bool(batch.attributes & TIMESTAMP_TYPE_MASK)
+            for record in batch.records():
+                ts = batch.max_timestamp if log_append else record.timestamp
+                if ts >= timestamp and record.offset >= start:
+                    return OffsetResult(record.offset, ts, _epoch(batch))
+        return NOT_FOUND

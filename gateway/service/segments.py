@@ -1,0 +1,149 @@
+"""From RLMM segment metadata to readable remote segments: keys, manifests, indexes, bytes.
+
+* the object key of a segment comes from its metadata and the key prefix (the Aiven layout);
+* manifests are parsed once and the data key unwrapped once per segment (an RSA operation, in a
+  worker thread), kept in an LRU bounded by count with a TTL, single-flight on misses;
+* the offset, time and transaction indexes and the leader-epoch checkpoint come through
+  :class:`indexcache.RemoteIndexCache`, whose loader reads the ``.indexes`` object;
+* segment bytes come through the decoded-chunk cache.
+
+A corrupt or missing object raises the typed error naming the object key.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import uuid
+from concurrent.futures import Executor
+from dataclasses import dataclass
+
+from cachetools import LRUCache
+
+from gateway.metadata.model import RemoteLogSegmentMetadata
+from gateway.remote.keyring import KeyRing
+from gateway.remote.keys import ObjectKey, Suffix, encode_uuid
+from gateway.remote.manifest import IndexType, parse_manifest
+from gateway.remote.reader import RemoteSegment, SegmentReader
+from gateway.service.chunks import ChunkCache
+from gateway.storage.retry import Deadline
+from indexcache import RemoteIndexCache, SegmentIndexBytes, SegmentIndexes, SegmentKey
+
+INDEX_LOAD_TIMEOUT = 30.0
+
+
+@dataclass(frozen=True, slots=True)
+class _Opened:
+    segment: RemoteSegment
+    expires: float
+
+
+class SegmentSource:
+    """Opens segments, and reads their indexes and bytes, through the caches."""
+
+    def __init__(
+        self,
+        reader: SegmentReader,
+        keys: KeyRing,
+        *,
+        key_prefix: str,
+        executor: Executor,
+        chunk_cache: ChunkCache,
+        index_cache_bytes: int,
+        index_cache_dir: str | None = None,
+        manifest_cache_entries: int = 10_000,
+        manifest_ttl_s: float = 3600.0,
+    ) -> None:
+        self._reader = reader
+        self._keys = keys
+        self._prefix = key_prefix
+        self._executor = executor
+        self.chunks = chunk_cache
+        self._opened: LRUCache[uuid.UUID, _Opened] = LRUCache(maxsize=manifest_cache_entries)
+        self._opening: dict[uuid.UUID, asyncio.Task[RemoteSegment]] = {}
+        self._ttl = manifest_ttl_s
+        self._metas: LRUCache[SegmentKey, RemoteLogSegmentMetadata] = LRUCache(maxsize=100_000)
+        self.indexes_cache = RemoteIndexCache(
+            self._load_indexes,
+            max_bytes=index_cache_bytes,
+            cache_dir=index_cache_dir,
+            executor=executor,
+        )
+        self.manifest_hits = self.manifest_misses = 0
+
+    async def start(self) -> None:
+        await self.indexes_cache.start()
+
+    async def aclose(self) -> None:
+        await self.indexes_cache.aclose()
+        await self.chunks.aclose()
+
+    def object_key(self, meta: RemoteLogSegmentMetadata) -> ObjectKey:
+        tp = meta.partition
+        return ObjectKey(
+            self._prefix,
+            tp.topic,
+            tp.topic_id,
+            tp.partition,
+            meta.start_offset,
+            meta.segment_id.id,
+            Suffix.LOG,
+        )
+
+    async def open(self, meta: RemoteLogSegmentMetadata, deadline: Deadline) -> RemoteSegment:
+        """The segment's manifest and transform (cached; single-flight)."""
+        sid = meta.segment_id.id
+        cached = self._opened.get(sid)
+        if cached is not None and cached.expires > time.monotonic():
+            self.manifest_hits += 1
+            return cached.segment
+        self.manifest_misses += 1
+        task = self._opening.get(sid)
+        if task is None:
+            task = asyncio.ensure_future(self._open(meta, deadline))
+            self._opening[sid] = task
+            task.add_done_callback(lambda _t: self._opening.pop(sid, None))
+        return await asyncio.shield(task)
+
+    async def _open(self, meta: RemoteLogSegmentMetadata, deadline: Deadline) -> RemoteSegment:
+        key = self.object_key(meta).with_suffix(Suffix.MANIFEST)
+        data = await self._reader.get_object(key.key, deadline)
+        loop = asyncio.get_running_loop()
+
+        def build() -> RemoteSegment:
+            manifest = parse_manifest(data, key.key)
+            return RemoteSegment.open(key, manifest, self._keys)  # RSA unwrap: CPU
+
+        segment = await loop.run_in_executor(self._executor, build)
+        self._opened[meta.segment_id.id] = _Opened(segment, time.monotonic() + self._ttl)
+        return segment
+
+    @staticmethod
+    def index_key(meta: RemoteLogSegmentMetadata) -> SegmentKey:
+        return SegmentKey(encode_uuid(meta.segment_id.id), meta.start_offset)
+
+    async def indexes(self, meta: RemoteLogSegmentMetadata) -> SegmentIndexes:
+        key = self.index_key(meta)
+        self._metas[key] = meta
+        return await self.indexes_cache.get(key)
+
+    async def _load_indexes(self, key: SegmentKey) -> SegmentIndexBytes:
+        meta = self._metas[key]
+        deadline = Deadline.after(INDEX_LOAD_TIMEOUT)
+        segment = await self.open(meta, deadline)
+        pieces = await self._reader.read_indexes(segment, deadline)
+        return SegmentIndexBytes(
+            base_offset=meta.start_offset,
+            offset=pieces[IndexType.OFFSET] or b"",
+            time=pieces[IndexType.TIMESTAMP] or b"",
+            leader_epoch=pieces[IndexType.LEADER_EPOCH] or b"",
+            txn=pieces[IndexType.TRANSACTION],
+        )
+
+    async def read(
+        self, meta: RemoteLogSegmentMetadata, start: int, end: int, deadline: Deadline
+    ) -> tuple[bytes, int]:
+        """Original bytes ``[start, end)`` of the segment (clamped) and the segment's size."""
+        segment = await self.open(meta, deadline)
+        data = await self.chunks.read(segment, meta.segment_id.id, start, end, deadline)
+        return data, segment.size

@@ -1,0 +1,220 @@
+"""The service over the demo bucket against an independent reading of the broker's files.
+
+Expected records come from kafka-python's decoder run over the segment files the demo wrote
+before tiering them; read_committed is computed by brute force (a transactional batch is
+aborted when its producer's next marker is an ABORT), not from transaction indexes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import struct
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from kafka.record import MemoryRecords
+
+from gateway.demo import DemoBucket, write_demo_bucket
+from gateway.errors import OffsetOutOfRangeError, UnknownTopicOrPartitionError
+from gateway.service.core import GatewayService, open_service
+from gateway.service.types import IsolationLevel
+from gateway.storage.retry import Deadline
+from tests.unit.service.support import Settings
+
+RU, RC = IsolationLevel.READ_UNCOMMITTED, IsolationLevel.READ_COMMITTED
+
+
+@dataclass(frozen=True)
+class Expected:
+    offset: int
+    timestamp: int
+    key: bytes | None
+    value: bytes | None
+    headers: tuple[tuple[str, bytes | None], ...]
+    epoch: int
+    aborted: bool
+
+
+def expected_records(segment_dir: Path) -> list[Expected]:
+    batches = []
+    for log in sorted(segment_dir.glob("*.log")):
+        records = MemoryRecords(log.read_bytes())
+        while (batch := records.next_batch()) is not None:
+            batches.append((batch, list(batch)))
+    outcome: dict[int, bool] = {}  # batch index -> aborted
+    pending: dict[int, list[int]] = {}
+    for i, (batch, recs) in enumerate(batches):
+        if batch.is_control_batch:
+            kind = struct.unpack(">hh", recs[0].key)[1]  # 0 ABORT, 1 COMMIT
+            for j in pending.pop(batch.producer_id, []):
+                outcome[j] = kind == 0
+        elif batch.is_transactional:
+            pending.setdefault(batch.producer_id, []).append(i)
+    out = []
+    for i, (batch, recs) in enumerate(batches):
+        if batch.is_control_batch:
+            continue
+        for r in recs:
+            out.append(
+                Expected(
+                    r.offset,
+                    r.timestamp,
+                    r.key,
+                    r.value,
+                    tuple((k, v) for k, v in r.headers),
+                    batch.leader_epoch,
+                    outcome.get(i, False),
+                )
+            )
+    return out
+
+
+@pytest.fixture(scope="module")
+def demo(tmp_path_factory: pytest.TempPathFactory) -> DemoBucket:
+    return write_demo_bucket(tmp_path_factory.mktemp("demo") / "bucket-root")
+
+
+@pytest.fixture
+async def service(demo: DemoBucket) -> AsyncIterator[GatewayService]:
+    settings = Settings(
+        store=demo.store_url,
+        key_prefix=demo.key_prefix,
+        key_pairs=[demo.key_pair_spec],
+        chunk_cache_bytes=1 << 20,
+    )
+    async with open_service(settings) as svc:
+        for _ in range(200):
+            if svc.ready():
+                break
+            await asyncio.sleep(0.02)
+        yield svc
+
+
+async def walk(
+    svc: GatewayService, topic: str, partition: int, isolation: IsolationLevel, max_bytes: int
+) -> list[tuple[int, int, bytes | None, bytes | None, tuple[tuple[str, bytes | None], ...]]]:
+    info = await svc.partition(topic, partition)
+    offset, got = info.remote_log_start_offset, []
+    while offset < info.remote_log_end_offset:
+        result = await svc.fetch(
+            topic, partition, offset, max_bytes=max_bytes, isolation=isolation,
+            deadline=Deadline.after(10),
+        )  # fmt: skip
+        assert result.next_offset > offset, "a walk must always move forward"
+        for rec in await svc.decode(result, offset, isolation):
+            got.append(
+                (
+                    rec.offset,
+                    rec.timestamp,
+                    rec.record.key,
+                    rec.record.value,
+                    tuple((k, v) for k, v in rec.record.headers),
+                )
+            )
+        offset = result.next_offset
+    return got
+
+
+PARTITIONS = [
+    ("orders", 0), ("orders", 1), ("clicks.v2-raw", 2), ("audit", 0), ("payments", 0),
+    ("payments", 1), ("inventory", 0),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("topic", "partition"), PARTITIONS)
+@pytest.mark.parametrize("isolation", [RU, RC])
+@pytest.mark.parametrize("max_bytes", [1, 3000, 1 << 20])
+async def test_walk_returns_every_record_once(
+    service: GatewayService,
+    demo: DemoBucket,
+    topic: str,
+    partition: int,
+    isolation: IsolationLevel,
+    max_bytes: int,
+) -> None:
+    expected = expected_records(demo.root / "segments" / f"{topic}-{partition}")
+    want = [
+        (e.offset, e.timestamp, e.key, e.value, e.headers)
+        for e in expected
+        if isolation is RU or not e.aborted
+    ]
+    got = await walk(service, topic, partition, isolation, max_bytes)
+    assert got == want
+    if topic == "payments":
+        assert any(e.aborted for e in expected)  # the case read_committed must handle
+
+
+async def test_leader_epochs_and_timestamps(service: GatewayService, demo: DemoBucket) -> None:
+    expected = expected_records(demo.root / "segments" / "inventory-0")
+    result = await service.fetch(
+        "inventory", 0, 0, max_bytes=1 << 30, isolation=RU, deadline=Deadline.after(10)
+    )
+    records = await service.decode(result, 0, RU)
+    assert [(r.offset, r.leader_epoch) for r in records] == [(e.offset, e.epoch) for e in expected]
+    assert len({e.epoch for e in expected}) >= 3
+
+
+async def test_list_offsets_equal_a_brute_force_search(
+    service: GatewayService, demo: DemoBucket
+) -> None:
+    for topic, partition in PARTITIONS:
+        seg = demo.root / "segments" / f"{topic}-{partition}"
+        batches = []
+        for log in sorted(seg.glob("*.log")):
+            records = MemoryRecords(log.read_bytes())
+            while (b := records.next_batch()) is not None:
+                batches.append((b, list(b)))
+        all_ts = sorted({r.timestamp for _, rs in batches for r in rs})
+        probes = [all_ts[0] - 1, *all_ts[:: max(1, len(all_ts) // 25)], all_ts[-1], all_ts[-1] + 1]
+        for ts in probes:
+            want = (-1, -1, None)
+            for b, rs in batches:  # control records count, as in Kafka
+                if b.max_timestamp < ts:
+                    continue
+                hit = next((r for r in rs if r.timestamp >= ts), None)
+                if hit is not None:
+                    want = (hit.offset, hit.timestamp, b.leader_epoch)
+                    break
+            got = await service.list_offsets(topic, partition, ts, Deadline.after(10))
+            assert (got.offset, got.timestamp, got.leader_epoch) == want, (topic, partition, ts)
+        top = max(b.max_timestamp for b, _ in batches)
+        first = next((b, rs) for b, rs in batches if b.max_timestamp == top)
+        got = await service.list_offsets(topic, partition, "max_timestamp", Deadline.after(10))
+        assert (got.offset, got.timestamp) == (
+            next(r.offset for r in first[1] if r.timestamp == top),
+            top,
+        )
+        last = max(r.offset for _, rs in batches for r in rs)
+        latest = await service.list_offsets(topic, partition, "latest", Deadline.after(10))
+        earliest = await service.list_offsets(topic, partition, "earliest", Deadline.after(10))
+        assert (earliest.offset, latest.offset) == (0, last + 1)
+
+
+async def test_out_of_range_and_unknown(service: GatewayService) -> None:
+    info = await service.partition("orders", 0)
+    with pytest.raises(OffsetOutOfRangeError) as caught:
+        await service.fetch(
+            "orders", 0, info.remote_log_end_offset, max_bytes=100, isolation=RU,
+            deadline=Deadline.after(5),
+        )  # fmt: skip
+    assert (caught.value.log_start_offset, caught.value.log_end_offset) == (
+        0,
+        info.remote_log_end_offset,
+    )
+    with pytest.raises(UnknownTopicOrPartitionError):
+        await service.partition("nope", 0)
+    with pytest.raises(UnknownTopicOrPartitionError):
+        await service.partition("orders", 9)
+
+
+async def test_one_batch_even_when_larger_than_max_bytes(service: GatewayService) -> None:
+    result = await service.fetch(
+        "orders", 0, 5, max_bytes=1, isolation=RU, deadline=Deadline.after(5)
+    )
+    assert len(result.batches) == 1
+    assert result.batches[0].first_offset <= 5 <= result.batches[0].last_offset
+    records = await service.decode(result, 5, RU)
+    assert records and records[0].offset == 5
+    assert result.next_offset == result.batches[0].last_offset + 1
