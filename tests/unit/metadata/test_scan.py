@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import uuid
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -181,3 +183,29 @@ async def test_lineage_without_checkpoints_merges_the_epoch_maps(
     await upload_segment(store, objects(local, 2, 100, 199, ((1, 100), (4, 150))))
     await BucketScanner(store, rlmm, key_prefix=PREFIX).scan()
     assert [tuple(e) for e in rlmm.epoch_lineage(TP)] == [(0, 0), (1, 60), (4, 150)]
+
+
+async def test_rescan_on_an_interval_picks_up_changes(
+    local: LocalSegment, store: FilesystemStore, rlmm: RemoteLogMetadataManager
+) -> None:
+    first = objects(local, 1, 0, 99)
+    await upload_segment(store, first)
+    scanner = BucketScanner(store, rlmm, key_prefix=PREFIX)
+    task = asyncio.create_task(scanner.run_forever(0.01))
+    try:
+        for _ in range(500):
+            if rlmm.partitions() and rlmm.segment_count(TP) == 1:
+                break
+            await asyncio.sleep(0.01)
+        await upload_segment(store, objects(local, 2, 100, 199))
+        for suffix in (Suffix.LOG, Suffix.INDEXES, Suffix.MANIFEST):
+            await store.delete(first.key.with_suffix(suffix).key)
+        for _ in range(500):
+            if [m.start_offset for m in rlmm.list_remote_log_segments(TP)] == [100]:
+                break
+            await asyncio.sleep(0.01)
+        assert [m.start_offset for m in rlmm.list_remote_log_segments(TP)] == [100]
+    finally:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
