@@ -278,6 +278,6 @@ class BucketScanner:
                 report = await self.scan()
                 if report.registered or report.removed:
                     log.info("bucket rescan: %s", report.to_json())
-            except GatewayError as exc:
-                log.warning("bucket rescan failed (retrying in %.0f s): %s", interval, exc)
+            except Exception:  # any failure: log it and try again next interval
+                log.warning("bucket rescan failed (retrying in %.0f s)", interval, exc_info=True)
             await asyncio.sleep(interval)

@@ -29,12 +29,13 @@ from cachetools import LRUCache
 
 from gateway.remote.chunk_index import Chunk
 from gateway.remote.reader import RemoteSegment, SegmentReader
-from gateway.storage.retry import Deadline
+from gateway.storage.retry import Deadline, wait_within
 
 log = logging.getLogger(__name__)
 
 ChunkKey = tuple[uuid.UUID, int]
 READAHEAD_TIMEOUT = 30.0
+SHARED_LOAD_TIMEOUT = 30.0  # a load many readers may join runs on its own deadline
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,6 +94,12 @@ class ChunkCache:
         for task in list(self._tasks):
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
+        # A load cancelled before it started never resolved its futures: fail them now.
+        for future in self._inflight.values():
+            if not future.done():
+                future.set_exception(asyncio.CancelledError("chunk cache closed"))
+                future.exception()
+        self._inflight.clear()
 
     async def read(
         self,
@@ -143,10 +150,12 @@ class ChunkCache:
                 missing.append(chunk)
             waits.append(future)
         if missing:
-            self._spawn(self._load(segment, segment_id, missing, deadline))
+            shared = Deadline.after(max(deadline.remaining(), SHARED_LOAD_TIMEOUT))
+            self._spawn(self._load(segment, segment_id, missing, shared))
         out: list[bytes] = []
+        what = f"chunks of {segment.key.key}"
         for item in waits:
-            out.append(item if isinstance(item, bytes) else await asyncio.shield(item))
+            out.append(item if isinstance(item, bytes) else await wait_within(item, deadline, what))
         return out
 
     def _spawn(self, coro: Coroutine[Any, Any, None]) -> None:
@@ -188,7 +197,7 @@ class ChunkCache:
         previous = self._last_chunk.get(segment_id)
         self._last_chunk[segment_id] = chunks[-1].id
         sequential = previous is not None and previous <= chunks[0].id <= previous + 1
-        if not sequential or self._readahead_bytes <= 0:
+        if not sequential or not 0 < self._readahead_bytes <= self._max_bytes // 2:
             return
         index = segment.manifest.chunk_index
         upcoming: list[Chunk] = []

@@ -87,7 +87,7 @@ class GatewayService:
         self.retrier = retrier
         self._executor = executor
         self._fetcher = Fetcher(rlmm, source)
-        self._offsets = OffsetFinder(rlmm, source)
+        self._offsets = OffsetFinder(rlmm, source, executor)
         self._ready = False
         self.scanner: BucketScanner | None = None
 
@@ -173,7 +173,7 @@ class GatewayService:
             reads, next_offset = await self._fetcher.fetch(tp, offset, max_bytes, deadline)
         aborted = None
         if isolation is IsolationLevel.READ_COMMITTED:
-            aborted = tuple(await self._fetcher.aborted_transactions(tp, reads))
+            aborted = tuple(await self._fetcher.aborted_transactions(tp, reads, deadline))
         start, end = await asyncio.to_thread(remote_bounds, self.rlmm, tp)
         return FetchResult(
             tp.topic, tp.topic_id, tp.partition, to_batches(reads), next_offset, start, end, aborted

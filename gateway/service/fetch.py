@@ -23,6 +23,7 @@ without a GET (KAFKA-16780), and the end of the remote tier counts as complete.
 
 from __future__ import annotations
 
+import asyncio
 import struct
 from dataclasses import dataclass
 
@@ -85,9 +86,11 @@ class Fetcher:
         self, tp: TopicIdPartition, offset: int, max_bytes: int, deadline: Deadline
     ) -> tuple[list[SegmentRead], int]:
         """Batches from ``offset`` and the next offset to fetch (one past the last offset
-        considered)."""
-        start, end = remote_bounds(self._rlmm, tp)
-        if not start <= offset < end:
+        considered). RLMM reads are SQLite calls and run off the event loop."""
+        rlmm = self._rlmm
+        start, end = await asyncio.to_thread(remote_bounds, rlmm, tp)
+        meta = await asyncio.to_thread(resolve, rlmm, tp, offset) if start <= offset < end else None
+        if meta is None:  # outside the remote log, or nothing covers it any more (deleted)
             raise OffsetOutOfRangeError(
                 f"offset {offset} is outside the remote log of {tp.topic}-{tp.partition} "
                 f"[{start}, {end})",
@@ -95,35 +98,34 @@ class Fetcher:
                 end,
             )
         reads: list[SegmentRead] = []
-        budget, target = max_bytes, offset
-        meta = resolve(self._rlmm, tp, offset)
-        next_offset = offset
-        while meta is not None and (budget > 0 or not reads):
-            read = await self._read_segment(meta, target, budget, deadline)
-            if read is None:  # nothing at or after target in this segment: hop
-                next_offset = max(next_offset, meta.end_offset + 1)
-            else:
+        budget, target, next_offset = max_bytes, offset, offset
+        while meta is not None:
+            read, full = await self._read_segment(meta, target, budget, not reads, deadline)
+            if read is not None:
                 reads.append(read)
                 budget -= len(read.data)
                 target = next_offset = read.last_offset + 1
-                if budget <= 0 or read.position + len(read.data) < self._segment_end(read):
-                    break  # the budget ended inside this segment
-                next_offset = max(next_offset, meta.end_offset + 1)
+            if full:
+                break  # the budget ended inside this segment
+            # The rest of the segment was considered (an empty one is hopped over, as 3.8+).
+            next_offset = max(next_offset, meta.end_offset + 1)
             target = max(target, meta.end_offset + 1)
-            meta = resolve(self._rlmm, tp, meta.end_offset + 1)
-        return reads, max(next_offset, offset)
-
-    def _segment_end(self, read: SegmentRead) -> int:
-        return read.meta.segment_size_in_bytes
+            if budget <= 0:
+                break
+            meta = await asyncio.to_thread(resolve, rlmm, tp, meta.end_offset + 1)
+        return reads, next_offset
 
     async def _read_segment(
         self,
         meta: RemoteLogSegmentMetadata,
         target: int,
         budget: int,
+        min_one: bool,
         deadline: Deadline,
-    ) -> SegmentRead | None:
-        indexes = await self._source.indexes(meta)
+    ) -> tuple[SegmentRead | None, bool]:
+        """Whole batches of one segment from the first ending at or after ``target``, within
+        ``budget`` (one batch at least when ``min_one``); and whether the budget ended here."""
+        indexes = await self._source.indexes(meta, deadline)
         cursor = indexes.lookup_offset(max(target, meta.start_offset)).position
         window = min(max(budget, MIN_WINDOW), MAX_WINDOW)
         pending = b""  # bytes of a batch cut by the end of the last window
@@ -131,6 +133,12 @@ class Fetcher:
         total, first_pos, first_off, last_off = 0, -1, -1, -1
         prev_last = -1
         key = self._source.object_key(meta).key
+
+        def done(full: bool) -> tuple[SegmentRead | None, bool]:
+            if not out:
+                return None, full
+            return SegmentRead(meta, first_pos, b"".join(out), first_off, last_off), full
+
         while True:
             want = window
             if len(pending) >= LOG_OVERHEAD:
@@ -151,8 +159,8 @@ class Fetcher:
                     if batch.last_offset < target:
                         continue
                     size_b = batch.size_in_bytes
-                    if out and total + size_b > budget:
-                        return self._done(meta, out, first_pos, first_off, last_off)
+                    if total + size_b > budget and (out or not min_one):
+                        return done(True)
                     batch.ensure_valid()
                     if not out:
                         first_pos, first_off = base + batch.position, batch.base_offset
@@ -160,28 +168,22 @@ class Fetcher:
                     total += size_b
                     last_off = batch.last_offset
                     if total >= budget:
-                        return self._done(meta, out, first_pos, first_off, last_off)
+                        return done(not (at_end and consumed == len(buf)))
             except CorruptDataError as exc:
                 raise type(exc)(f"{key} (read from byte {base}): {exc}") from exc
             if at_end:  # a truncated tail at the segment end ends the stream, as in Kafka
-                return self._done(meta, out, first_pos, first_off, last_off) if out else None
+                return done(False)
             pending = bytes(memoryview(buf)[consumed:])
             cursor += len(data)
 
-    @staticmethod
-    def _done(
-        meta: RemoteLogSegmentMetadata, out: list[bytes], pos: int, first: int, last: int
-    ) -> SegmentRead:
-        return SegmentRead(meta, pos, b"".join(out), first, last)
-
     async def aborted_transactions(
-        self, tp: TopicIdPartition, reads: list[SegmentRead]
+        self, tp: TopicIdPartition, reads: list[SegmentRead], deadline: Deadline
     ) -> list[AbortedTransaction]:
         """§8 over what was read (see the module docstring)."""
         if not reads:
             return []
         last = reads[-1]
-        indexes = await self._source.indexes(last.meta)
+        indexes = await self._source.indexes(last.meta, deadline)
         bound = indexes.upper_bound_at(last.position + len(last.data))
         upper = bound.offset if bound is not None else last.meta.end_offset + 1
         fetch_offset = reads[0].first_offset
@@ -189,12 +191,23 @@ class Fetcher:
         meta: RemoteLogSegmentMetadata | None = reads[0].meta
         while meta is not None:
             if not meta.txn_index_empty:
-                result = (await self._source.indexes(meta)).aborted_txns(fetch_offset, upper)
+                indexes = await self._source.indexes(meta, deadline)
+                result = indexes.aborted_txns(fetch_offset, upper)
                 found.update((t.producer_id, t.first_offset) for t in result.aborted_transactions)
                 if result.is_complete:
                     break
-            meta = resolve(self._rlmm, tp, meta.end_offset + 1)
+            meta = await asyncio.to_thread(self._next_with_txn_index, tp, meta.end_offset + 1)
         return [AbortedTransaction(pid, first) for pid, first in sorted(found, key=lambda t: t[1])]
+
+    def _next_with_txn_index(
+        self, tp: TopicIdPartition, offset: int
+    ) -> RemoteLogSegmentMetadata | None:
+        """The next segment from ``offset`` whose transaction index is not empty (one thread
+        hop for the whole skip, however many empty ones there are)."""
+        meta = resolve(self._rlmm, tp, offset)
+        while meta is not None and meta.txn_index_empty:
+            meta = resolve(self._rlmm, tp, meta.end_offset + 1)
+        return meta
 
 
 def to_batches(reads: list[SegmentRead]) -> tuple[FetchedBatches, ...]:

@@ -16,6 +16,9 @@
 
 from __future__ import annotations
 
+import asyncio
+from concurrent.futures import Executor
+
 from gateway.kafka.batch import TIMESTAMP_TYPE_MASK, RecordBatch, iter_batches
 from gateway.metadata.manager import RemoteLogMetadataManager
 from gateway.metadata.model import RemoteLogSegmentMetadata, SegmentState, TopicIdPartition
@@ -32,10 +35,31 @@ def _epoch(batch: RecordBatch) -> int | None:
     return batch.partition_leader_epoch if batch.partition_leader_epoch >= 0 else None
 
 
+def _scan_window(
+    buf: bytes, meta: RemoteLogSegmentMetadata, timestamp: int, start: int
+) -> tuple[OffsetResult | None, int]:
+    """The first record at or after ``timestamp`` and ``start`` among the whole batches of
+    ``buf``, and how many bytes of whole batches were looked at (CPU: a worker thread)."""
+    consumed = 0
+    for batch in iter_batches(buf, offset_range=(meta.start_offset, meta.end_offset)):
+        consumed = batch.position + batch.size_in_bytes
+        if batch.max_timestamp < timestamp or batch.last_offset < start:
+            continue
+        log_append = bool(batch.attributes & TIMESTAMP_TYPE_MASK)
+        for record in batch.records():  # checks the CRC first
+            ts = batch.max_timestamp if log_append else record.timestamp
+            if ts >= timestamp and record.offset >= start:
+                return OffsetResult(record.offset, ts, _epoch(batch)), consumed
+    return None, consumed
+
+
 class OffsetFinder:
-    def __init__(self, rlmm: RemoteLogMetadataManager, source: SegmentSource) -> None:
+    def __init__(
+        self, rlmm: RemoteLogMetadataManager, source: SegmentSource, executor: Executor
+    ) -> None:
         self._rlmm = rlmm
         self._source = source
+        self._executor = executor
 
     def earliest(self, tp: TopicIdPartition) -> OffsetResult:
         start, end = remote_bounds(self._rlmm, tp)
@@ -48,46 +72,34 @@ class OffsetFinder:
         lineage = self._rlmm.epoch_lineage(tp)
         return OffsetResult(end, -1, lineage[-1].epoch if lineage else None)
 
-    async def _batches(
-        self, meta: RemoteLogSegmentMetadata, position: int, deadline: Deadline
-    ) -> list[RecordBatch]:
-        """Every whole batch of the segment from ``position`` on (read in 1 MiB windows)."""
-        out: list[RecordBatch] = []
-        pending = b""
-        cursor = position
-        while True:
-            data, size = await self._source.read(meta, cursor, cursor + _WINDOW, deadline)
-            buf = pending + data
-            consumed = 0
-            for batch in iter_batches(buf, offset_range=(meta.start_offset, meta.end_offset)):
-                batch.ensure_valid()
-                out.append(batch)
-                consumed = batch.position + batch.size_in_bytes
-            cursor += len(data)
-            if cursor >= size or not data:
-                return out
-            pending = buf[consumed:]
-
-    async def max_timestamp(self, tp: TopicIdPartition, deadline: Deadline) -> OffsetResult:
+    def _max_timestamp_segment(
+        self, tp: TopicIdPartition
+    ) -> tuple[RemoteLogSegmentMetadata, int] | None:
         finished = [
             m
             for m in self._rlmm.list_remote_log_segments(tp)
             if m.state is SegmentState.COPY_SEGMENT_FINISHED
         ]
         if not finished:
-            return NOT_FOUND
+            return None
         best = max(finished, key=lambda m: (m.max_timestamp_ms, -m.start_offset))
+        return best, remote_bounds(self._rlmm, tp)[0]
+
+    async def max_timestamp(self, tp: TopicIdPartition, deadline: Deadline) -> OffsetResult:
+        picked = await asyncio.to_thread(self._max_timestamp_segment, tp)
+        if picked is None:
+            return NOT_FOUND
+        best, start = picked
         # The first record carrying the segment's max timestamp is the first record at or
         # after it: the time index finds its neighbourhood (``offsetOfMaxTimestamp``).
-        start, _ = remote_bounds(self._rlmm, tp)
         return await self._search(best, best.max_timestamp_ms, start, deadline)
 
-    async def for_timestamp(
-        self, tp: TopicIdPartition, timestamp: int, deadline: Deadline
-    ) -> OffsetResult:
+    def _timestamp_segment(
+        self, tp: TopicIdPartition, timestamp: int
+    ) -> tuple[RemoteLogSegmentMetadata, int] | None:
         start, end = remote_bounds(self._rlmm, tp)
         if end == 0:
-            return NOT_FOUND
+            return None
         lineage = self._rlmm.epoch_lineage(tp)
         first_epoch = self._rlmm.epoch_for_offset(tp, start)
         epochs = [e.epoch for e in lineage if first_epoch is None or e.epoch >= first_epoch]
@@ -98,21 +110,35 @@ class OffsetFinder:
                     and meta.end_offset >= start
                     and meta.state is SegmentState.COPY_SEGMENT_FINISHED
                 ):
-                    return await self._search(meta, timestamp, start, deadline)
-        return NOT_FOUND
+                    return meta, start
+        return None
+
+    async def for_timestamp(
+        self, tp: TopicIdPartition, timestamp: int, deadline: Deadline
+    ) -> OffsetResult:
+        picked = await asyncio.to_thread(self._timestamp_segment, tp, timestamp)
+        if picked is None:
+            return NOT_FOUND
+        return await self._search(picked[0], timestamp, picked[1], deadline)
 
     async def _search(
         self, meta: RemoteLogSegmentMetadata, timestamp: int, start: int, deadline: Deadline
     ) -> OffsetResult:
-        indexes = await self._source.indexes(meta)
+        """Read the segment window by window from the index position; stop at the first hit."""
+        indexes = await self._source.indexes(meta, deadline)
         found = indexes.lookup_timestamp(timestamp)
-        position = indexes.lookup_offset(max(start, found.offset, meta.start_offset)).position
-        for batch in await self._batches(meta, position, deadline):
-            if batch.max_timestamp < timestamp or batch.last_offset < start:
-                continue
-            log_append = bool(batch.attributes & TIMESTAMP_TYPE_MASK)
-            for record in batch.records():
-                ts = batch.max_timestamp if log_append else record.timestamp
-                if ts >= timestamp and record.offset >= start:
-                    return OffsetResult(record.offset, ts, _epoch(batch))
-        return NOT_FOUND
+        cursor = indexes.lookup_offset(max(start, found.offset, meta.start_offset)).position
+        loop = asyncio.get_running_loop()
+        pending = b""
+        while True:
+            data, size = await self._source.read(meta, cursor, cursor + _WINDOW, deadline)
+            buf = pending + data
+            hit, consumed = await loop.run_in_executor(
+                self._executor, _scan_window, buf, meta, timestamp, start
+            )
+            if hit is not None:
+                return hit
+            cursor += len(data)
+            if cursor >= size or not data:
+                return NOT_FOUND
+            pending = buf[consumed:]

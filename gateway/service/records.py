@@ -36,6 +36,7 @@ def decode_records(
     heapq.heapify(queue)
     aborted_pids: set[int] = set()
     out: list[FetchedRecord] = []
+    position = offset  # the consumer's next offset: overlapping uploads never repeat a record
     for part in batches:
         for batch in iter_batches(part.data):
             if read_committed and batch.producer_id >= 0:
@@ -48,13 +49,14 @@ def decode_records(
                     continue
                 if batch.is_transactional and batch.producer_id in aborted_pids:
                     continue
-            if batch.is_control or batch.last_offset < offset:
+            if batch.is_control or batch.last_offset < position:
                 continue
             epoch = batch.partition_leader_epoch
             log_append = bool(batch.attributes & TIMESTAMP_TYPE_MASK)
             for record in batch.records():
-                if record.offset < offset:
+                if record.offset < position:
                     continue
+                position = record.offset + 1
                 out.append(
                     FetchedRecord(
                         record,

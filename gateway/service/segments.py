@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import time
 import uuid
+from collections.abc import Callable
 from concurrent.futures import Executor
 from dataclasses import dataclass
 
@@ -26,10 +27,21 @@ from gateway.remote.keys import ObjectKey, Suffix, encode_uuid
 from gateway.remote.manifest import IndexType, parse_manifest
 from gateway.remote.reader import RemoteSegment, SegmentReader
 from gateway.service.chunks import ChunkCache
-from gateway.storage.retry import Deadline
+from gateway.storage.retry import Deadline, wait_within
 from indexcache import RemoteIndexCache, SegmentIndexBytes, SegmentIndexes, SegmentKey
 
 INDEX_LOAD_TIMEOUT = 30.0
+
+
+def _forget(
+    pending: dict[uuid.UUID, asyncio.Task[RemoteSegment]], sid: uuid.UUID
+) -> Callable[[asyncio.Task[RemoteSegment]], None]:
+    def done(task: asyncio.Task[RemoteSegment]) -> None:
+        pending.pop(sid, None)
+        if not task.cancelled():
+            task.exception()  # retrieved: every waiter may have given up
+
+    return done
 
 
 @dataclass(frozen=True, slots=True)
@@ -100,10 +112,11 @@ class SegmentSource:
         self.manifest_misses += 1
         task = self._opening.get(sid)
         if task is None:
-            task = asyncio.ensure_future(self._open(meta, deadline))
+            shared = Deadline.after(max(deadline.remaining(), INDEX_LOAD_TIMEOUT))
+            task = asyncio.ensure_future(self._open(meta, shared))
             self._opening[sid] = task
-            task.add_done_callback(lambda _t: self._opening.pop(sid, None))
-        return await asyncio.shield(task)
+            task.add_done_callback(_forget(self._opening, sid))
+        return await wait_within(task, deadline, f"manifest of {self.object_key(meta).key}")
 
     async def _open(self, meta: RemoteLogSegmentMetadata, deadline: Deadline) -> RemoteSegment:
         key = self.object_key(meta).with_suffix(Suffix.MANIFEST)
@@ -122,10 +135,11 @@ class SegmentSource:
     def index_key(meta: RemoteLogSegmentMetadata) -> SegmentKey:
         return SegmentKey(encode_uuid(meta.segment_id.id), meta.start_offset)
 
-    async def indexes(self, meta: RemoteLogSegmentMetadata) -> SegmentIndexes:
+    async def indexes(self, meta: RemoteLogSegmentMetadata, deadline: Deadline) -> SegmentIndexes:
         key = self.index_key(meta)
         self._metas[key] = meta
-        return await self.indexes_cache.get(key)
+        what = f"indexes of {self.object_key(meta).key}"
+        return await wait_within(self.indexes_cache.get(key), deadline, what)
 
     async def _load_indexes(self, key: SegmentKey) -> SegmentIndexBytes:
         meta = self._metas[key]

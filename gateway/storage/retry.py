@@ -100,3 +100,15 @@ class Retrier:
                 ) from error
             self.counters.retries += 1
             await asyncio.sleep(delay)
+
+
+async def wait_within(aw: Awaitable[T], deadline: Deadline, what: str) -> T:
+    """Wait for a shared result without cancelling it: the waiter gives up at its own deadline
+    (``DeadlineExceededError``), the work goes on for whoever else waits."""
+    remaining = deadline.remaining()
+    if remaining <= 0:
+        raise DeadlineExceededError(f"{what}: deadline passed")
+    try:
+        return await asyncio.wait_for(asyncio.shield(aw), remaining)
+    except TimeoutError as exc:
+        raise DeadlineExceededError(f"{what}: deadline passed while waiting") from exc

@@ -218,3 +218,41 @@ async def test_one_batch_even_when_larger_than_max_bytes(service: GatewayService
     records = await service.decode(result, 5, RU)
     assert records and records[0].offset == 5
     assert result.next_offset == result.batches[0].last_offset + 1
+
+
+async def test_max_bytes_holds_across_segments(service: GatewayService) -> None:
+    segments = await service.segments("orders", 0)
+    boundary = segments[1].start_offset
+    for max_bytes in (200, 2000, 5000, 20000):
+        result = await service.fetch(
+            "orders", 0, boundary - 1, max_bytes=max_bytes, isolation=RU,
+            deadline=Deadline.after(5),
+        )  # fmt: skip
+        sizes = [len(b.data) for b in result.batches]
+        assert sum(sizes) <= max(max_bytes, sizes[0]), (max_bytes, sizes)
+
+
+async def test_a_deleted_segment_is_out_of_range_not_an_empty_page(
+    demo: DemoBucket, tmp_path: Path
+) -> None:
+    import shutil  # noqa: PLC0415
+
+    from gateway.storage.filesystem import FilesystemStore  # noqa: PLC0415
+
+    copy = tmp_path / "bucket"
+    shutil.copytree(demo.root / "bucket", copy)
+    settings = Settings(store=f"file://{copy}", key_prefix=demo.key_prefix,
+                        key_pairs=[demo.key_pair_spec])  # fmt: skip
+    async with open_service(settings) as svc:
+        while not svc.ready():
+            await asyncio.sleep(0.02)
+        last = (await svc.segments("orders", 0))[-1]
+        store = FilesystemStore(copy)
+        async for info in store.list(demo.key_prefix):
+            if last.segment_id in info.key and "orders-" in info.key:
+                await store.delete(info.key)
+        assert svc.scanner is not None
+        await svc.scanner.scan()
+        with pytest.raises(OffsetOutOfRangeError):
+            await svc.fetch("orders", 0, last.start_offset + 1, max_bytes=100, isolation=RU,
+                            deadline=Deadline.after(5))  # fmt: skip
