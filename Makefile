@@ -17,10 +17,9 @@ $(VENV)/.installed-dev: pyproject.toml | $(BIN)/python
 	$(BIN)/pip install -e '.[dev,spark]'
 	touch $@ $(VENV)/.installed-base
 
-# The main job on the embedded default: a generated demo segment, dumped as NDJSON.
+# The main job on the embedded default: a demo bucket, served on 127.0.0.1:8080.
 run: $(VENV)/.installed-base
-	$(BIN)/tiered-gateway demo-segment --out build/demo-segment
-	$(BIN)/tiered-gateway dump build/demo-segment/00000000000000000000.log
+	$(BIN)/tiered-gateway demo
 
 test: $(VENV)/.installed-dev
 	$(BIN)/ruff check gateway indexcache tests

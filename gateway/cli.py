@@ -14,7 +14,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from gateway import __version__
-from gateway.commands import catalog
+from gateway.commands import catalog, serve
 from gateway.errors import ConfigurationError, GatewayError
 
 EXIT_OK = 0
@@ -73,6 +73,7 @@ def _parser() -> argparse.ArgumentParser:
     )
 
     catalog.add_parser(sub)
+    serve.add_parser(sub)
 
     g = sub.add_parser("demo-segment", help="write a demo segment folder, as a broker would")
     g.add_argument("--out", type=Path, required=True, help="folder to write the segment files to")
@@ -249,6 +250,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _guarded(lambda a: asyncio.run(_tier_async(a)), args)
     if args.command == "catalog":
         return _guarded(catalog.run, args)
+    if args.command in ("serve", "demo"):
+        return _guarded(serve.run, args)
     if args.command == "demo-segment":
         return _demo_segment(args)
     raise AssertionError(args.command)  # argparse rejects unknown commands

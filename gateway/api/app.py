@@ -1,0 +1,84 @@
+"""The app factory: :func:`create_app` wires the routers; its lifespan owns the service.
+
+The lifespan enters ``service_factory(settings)`` (default
+:func:`gateway.service.core.open_service`, which owns the store clients, caches and thread
+pool) and hands the service and the settings to every request through the lifespan state;
+nothing lives in module globals. :func:`export_openapi` renders the app's schema for
+``openapi.yaml`` (``python -m gateway.api`` rewrites that file).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import AsyncIterator, Callable
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from pathlib import Path
+from typing import Any, Final
+
+from fastapi import FastAPI
+
+from gateway import __version__
+from gateway.api import health, records, topics
+from gateway.api.errors import install_error_handlers
+from gateway.api.observe import HttpMetrics, ObserveMiddleware
+from gateway.config import Settings
+from gateway.service.protocol import Service
+
+log = logging.getLogger(__name__)
+
+ServiceFactory = Callable[[Settings], AbstractAsyncContextManager[Service]]
+OPENAPI_FILE: Final = "openapi.yaml"
+DESCRIPTION: Final = """\
+Kafka tiered-storage (KIP-405) history served straight from the bucket: fetch by
+topic/partition/offset and ListOffsets by timestamp, with Kafka's semantics.
+
+Every error is `{"error_code", "message", "retriable"}` plus `parameter` (invalid_request) or
+`log_start_offset`/`log_end_offset` (offset_out_of_range); retriable errors carry Retry-After.
+"""
+
+
+def _default_factory() -> ServiceFactory:
+    from gateway.service.core import open_service  # noqa: PLC0415 - the core is heavy
+
+    return open_service
+
+
+def create_app(settings: Settings, service_factory: ServiceFactory | None = None) -> FastAPI:
+    """The ASGI app for ``settings``; ``service_factory`` opens the :class:`Service`."""
+    metrics = HttpMetrics()
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[dict[str, Any]]:
+        factory = service_factory if service_factory is not None else _default_factory()
+        async with factory(settings) as service:
+            log.info("serving %s (key prefix %r)", settings.store, settings.key_prefix)
+            yield {"service": service, "settings": settings}
+        log.info("service closed")
+
+    app = FastAPI(
+        title="tiered-gateway",
+        version=__version__,
+        description=DESCRIPTION,
+        lifespan=lifespan,
+    )
+    install_error_handlers(app)
+    app.add_middleware(ObserveMiddleware, metrics=metrics)
+    app.include_router(health.router(metrics))
+    app.include_router(topics.router())
+    app.include_router(records.router())
+    return app
+
+
+def openapi_schema() -> dict[str, Any]:
+    """The app's OpenAPI document (it does not depend on the settings)."""
+    return create_app(Settings.model_construct(store="file:///")).openapi()
+
+
+def export_openapi(path: Path | None = None) -> str:
+    """The schema as ``openapi.yaml`` text: JSON, which is valid YAML, so the file needs no
+    YAML library to write or read; written to ``path`` when given."""
+    text = json.dumps(openapi_schema(), indent=2, ensure_ascii=False) + "\n"
+    if path is not None:
+        path.write_text(text, encoding="utf-8")
+    return text

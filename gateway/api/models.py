@@ -1,0 +1,140 @@
+"""Response bodies as pydantic models: the schema of ``openapi.yaml`` and the small responses.
+
+Record responses are rendered straight to bytes by :mod:`gateway.api.render` (orjson) for
+speed; :class:`RecordsResponse` only documents their shape. Topic ids are Kafka's
+``Uuid.toString()`` (22 characters of URL-safe base64), as in the object keys.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field
+
+
+class ErrorBody(BaseModel):
+    error_code: str = Field(description="stable machine-readable code, e.g. offset_out_of_range")
+    message: str = Field(description="what went wrong; names the object for corrupt data")
+    retriable: bool = Field(description="whether the same request may succeed later")
+    parameter: str | None = Field(None, description="the invalid parameter (invalid_request)")
+    log_start_offset: int | None = Field(
+        None, description="the remote log start offset (offset_out_of_range)"
+    )
+    log_end_offset: int | None = Field(
+        None, description="one past the highest remote offset (offset_out_of_range)"
+    )
+
+
+class Status(BaseModel):
+    status: str
+
+
+class Topic(BaseModel):
+    name: str
+    topic_ids: list[str] = Field(description="ids of the topic's incarnations, newest first")
+
+
+class Topics(BaseModel):
+    topics: list[Topic]
+
+
+class LeaderEpoch(BaseModel):
+    epoch: int
+    start_offset: int
+
+
+class Partition(BaseModel):
+    topic: str
+    topic_id: str
+    partition: int
+    remote_log_start_offset: int = Field(description="the lowest remote offset (0 when empty)")
+    remote_log_end_offset: int = Field(
+        description="one past the highest remote offset (as log_end_offset of a fetch)"
+    )
+    size: int = Field(description="bytes of the remote segments (KIP-852 remote_log_size)")
+    segment_count: int
+    leader_epochs: list[LeaderEpoch]
+
+
+class Partitions(BaseModel):
+    topic: str
+    partitions: list[Partition]
+
+
+class Segment(BaseModel):
+    segment_id: str
+    start_offset: int
+    end_offset: int
+    state: str = Field(description="COPY_SEGMENT_FINISHED, DELETE_SEGMENT_STARTED, ...")
+    size: int
+    max_timestamp_ms: int
+    event_timestamp_ms: int
+    leader_epochs: list[LeaderEpoch]
+    txn_index_empty: bool
+
+
+class Segments(BaseModel):
+    topic: str
+    partition: int
+    segments: list[Segment]
+
+
+class Header(BaseModel):
+    key: str
+    value: str | None = Field(description="standard base64, or null")
+
+
+class Record(BaseModel):
+    offset: int
+    timestamp: int = Field(description="milliseconds; -1 when the record has none")
+    timestamp_type: Literal["CreateTime", "LogAppendTime"]
+    key: str | None = Field(description="standard base64, or null")
+    value: str | None = Field(description="standard base64, or null")
+    headers: list[Header]
+    leader_epoch: int | None
+
+
+class RecordsResponse(BaseModel):
+    topic: str
+    topic_id: str
+    partition: int
+    records: list[Record]
+    next_offset: int = Field(description="one past the last offset considered: fetch from here")
+    log_start_offset: int
+    log_end_offset: int = Field(description="one past the highest remote offset")
+
+
+class StreamEnd(BaseModel):
+    """The last line of an NDJSON stream that ended normally."""
+
+    next_offset: int
+    log_start_offset: int
+    log_end_offset: int
+
+
+class Offset(BaseModel):
+    offset: int = Field(description="-1 when no record matches")
+    timestamp: int = Field(description="-1 when no record matches")
+    leader_epoch: int | None
+
+
+_ERROR_DESCRIPTIONS: dict[int | str, str] = {
+    400: "invalid_request: a parameter is invalid; `parameter` names it",
+    404: "unknown_topic_or_partition, or no such route (not_found)",
+    406: "not_acceptable: none of the Accept types is served",
+    416: "offset_out_of_range: outside the remote tier; the body carries log_start_offset "
+    "and log_end_offset",
+    502: "corrupt_data (and subclasses) or storage_error: the message names the object",
+    503: "storage_unavailable or not_ready: retriable, with Retry-After",
+    504: "deadline_exceeded: timeout_ms passed; retriable, with Retry-After",
+    "default": "any other error, with the same body",
+}
+
+
+def error_responses(*statuses: int) -> dict[int | str, dict[str, Any]]:
+    """OpenAPI ``responses`` for these error statuses (plus ``default``): one body shape."""
+    chosen: list[int | str] = [*statuses, "default"]
+    return {
+        status: {"model": ErrorBody, "description": _ERROR_DESCRIPTIONS[status]}
+        for status in chosen
+    }

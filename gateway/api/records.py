@@ -1,0 +1,196 @@
+"""``GET /v1/topics/{topic}/partitions/{partition}/records``: a fetch, in three representations.
+
+* ``application/json`` (default): one page of at most ``max_bytes`` of record batches
+  (default: the ``default_max_bytes`` setting), decoded.
+* ``application/x-ndjson``: records streamed one per line, page after page of at most
+  ``stream_page_bytes``, until ``max_bytes`` of record batches have been read (default: the
+  ``max_response_bytes`` setting) or the end of the remote log is reached; the last line is
+  ``{"next_offset", "log_start_offset", "log_end_offset"}``, or an error body (with
+  ``next_offset``, where to resume) when a later page fails. Only one page is held at a time.
+  The stream shares the request's deadline: once it has passed, the stream ends normally after
+  the current page.
+* ``application/octet-stream``: the record batches as stored, concatenated, with the offsets in
+  ``X-*`` headers; for read_committed, ``X-Aborted-Transactions`` lists the aborted
+  transactions so the client can filter as a Kafka consumer does.
+
+``max_bytes`` counts record batch bytes as stored, like Kafka's fetch: at least one whole batch
+is returned even when it is larger, so a page may exceed it by one batch.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from typing import Annotated, Final
+
+from fastapi import APIRouter, Query, Request
+from starlette.responses import Response, StreamingResponse
+
+from gateway.api.errors import error_body
+from gateway.api.models import RecordsResponse, error_responses
+from gateway.api.params import DeadlineDep, PartitionNumber, ServiceDep, SettingsDep, TopicName
+from gateway.api.render import (
+    NDJSON,
+    RAW,
+    batch_bytes,
+    choose_media_type,
+    is_large,
+    ndjson_line,
+    ndjson_lines,
+    off_loop,
+    raw_headers,
+    records_document,
+)
+from gateway.errors import GatewayError, InvalidRequestError
+from gateway.service.protocol import Service
+from gateway.service.types import FetchedRecord, FetchResult, IsolationLevel
+from gateway.storage.retry import Deadline
+
+log = logging.getLogger(__name__)
+
+_RAW_HEADERS: Final = {
+    "X-Topic-Id": "the topic id (Kafka Uuid.toString())",
+    "X-Next-Offset": "one past the last offset considered: fetch from here",
+    "X-Log-Start-Offset": "the remote log start offset",
+    "X-Log-End-Offset": "one past the highest remote offset",
+    "X-First-Offset": "the base offset of the first batch (it may precede `offset`)",
+    "X-Aborted-Transactions": "read_committed only: JSON list of {producer_id, first_offset}",
+}
+_OK: Final = {
+    "model": RecordsResponse,
+    "description": "records from `offset` on, in the representation the Accept header asks for",
+    "content": {
+        NDJSON: {
+            "schema": {"type": "string"},
+            "example": '{"offset":0,...}\n{"next_offset":1,"log_start_offset":0,'
+            '"log_end_offset":10}\n',
+        },
+        RAW: {"schema": {"type": "string", "format": "binary"}},
+    },
+    "headers": {
+        name: {"description": text, "schema": {"type": "string"}}
+        for name, text in _RAW_HEADERS.items()
+    },
+}
+
+
+@dataclass(frozen=True, slots=True)
+class _Fetch:
+    service: Service
+    topic: str
+    partition: int
+    isolation: IsolationLevel
+    deadline: Deadline
+
+    async def page(self, offset: int, max_bytes: int) -> tuple[FetchResult, list[FetchedRecord]]:
+        result = await self.service.fetch(
+            self.topic,
+            self.partition,
+            offset,
+            max_bytes=max_bytes,
+            isolation=self.isolation,
+            deadline=self.deadline,
+        )
+        return result, await self.service.decode(result, offset, self.isolation)
+
+
+async def _stream(
+    fetch: _Fetch,
+    first: tuple[FetchResult, list[FetchedRecord]],
+    budget: int,
+    page_bytes: int,
+) -> AsyncIterator[bytes]:
+    """NDJSON lines, one page at a time; see the module docstring."""
+    result, records = first
+    used = batch_bytes(result)
+    offset = result.next_offset
+    try:
+        while True:
+            if records:
+                yield await off_loop(is_large(result, records), ndjson_lines, records)
+            done = used >= budget or offset >= result.log_end_offset
+            if done or fetch.deadline.remaining() <= 0:
+                break
+            result, records = await fetch.page(offset, min(page_bytes, budget - used))
+            if result.next_offset <= offset:  # no progress: never loop on the same offset
+                break
+            used += batch_bytes(result)
+            offset = result.next_offset
+    except Exception as exc:
+        if not isinstance(exc, GatewayError):
+            log.exception("NDJSON stream of %s/%d failed", fetch.topic, fetch.partition)
+        yield ndjson_line({**error_body(exc), "next_offset": offset})
+        return
+    yield ndjson_line(
+        {
+            "next_offset": offset,
+            "log_start_offset": result.log_start_offset,
+            "log_end_offset": result.log_end_offset,
+        }
+    )
+
+
+def router() -> APIRouter:
+    r = APIRouter(prefix="/v1", tags=["records"])
+
+    @r.get(
+        "/topics/{topic}/partitions/{partition}/records",
+        response_model=None,
+        responses={200: _OK, **error_responses(400, 404, 406, 416, 502, 503, 504)},
+    )
+    async def get_records(
+        *,
+        request: Request,
+        topic: TopicName,
+        partition: PartitionNumber,
+        service: ServiceDep,
+        settings: SettingsDep,
+        deadline: DeadlineDep,
+        offset: Annotated[int, Query(ge=0, description="the first offset wanted")],
+        max_bytes: Annotated[
+            int | None,
+            Query(
+                ge=1,
+                description="record batch bytes to read (at least one batch); for NDJSON the "
+                "whole stream's budget. Default: the default_max_bytes setting, for NDJSON "
+                "max_response_bytes; at most max_response_bytes",
+            ),
+        ] = None,
+        isolation_level: Annotated[
+            IsolationLevel, Query(description="read_committed drops aborted transactions")
+        ] = IsolationLevel.READ_UNCOMMITTED,
+    ) -> Response:
+        """Records from ``offset`` on: JSON (default), NDJSON stream, or raw record batches
+        (by the Accept header)."""
+        media_type = choose_media_type(request.headers.get("accept"))
+        if max_bytes is not None and max_bytes > settings.max_response_bytes:
+            raise InvalidRequestError(
+                f"max_bytes {max_bytes} exceeds the maximum {settings.max_response_bytes}",
+                "max_bytes",
+            )
+        fetch = _Fetch(service, topic, partition, isolation_level, deadline)
+        if media_type == NDJSON:
+            budget = max_bytes or settings.max_response_bytes
+            first = await fetch.page(offset, min(settings.stream_page_bytes, budget))
+            return StreamingResponse(
+                _stream(fetch, first, budget, settings.stream_page_bytes), media_type=NDJSON
+            )
+        limit = max_bytes or settings.default_max_bytes
+        if media_type == RAW:
+            result = await service.fetch(
+                topic,
+                partition,
+                offset,
+                max_bytes=limit,
+                isolation=isolation_level,
+                deadline=deadline,
+            )
+            parts = [b.data for b in result.batches]
+            body = parts[0] if len(parts) == 1 else b"".join(parts)
+            return Response(body, media_type=RAW, headers=raw_headers(result))
+        result, records = await fetch.page(offset, limit)
+        body = await off_loop(is_large(result, records), records_document, result, records)
+        return Response(body, media_type="application/json")
+
+    return r

@@ -1,0 +1,134 @@
+"""``/v1/topics``: topics, partitions, segments and ListOffsets (small JSON documents)."""
+
+from __future__ import annotations
+
+import re
+from typing import Annotated, Any, Final
+
+import orjson
+from fastapi import APIRouter, Query
+from starlette.responses import Response
+
+from gateway.api.models import Offset, Partition, Partitions, Segments, Topics, error_responses
+from gateway.api.params import DeadlineDep, PartitionNumber, ServiceDep, TopicName
+from gateway.api.render import partition_json, segment_json, topic_id_text
+from gateway.errors import InvalidRequestError
+from gateway.service.protocol import OffsetSpec
+
+MAX_TIMESTAMP: Final = 2**63 - 1
+_NAMED_SPECS: Final[dict[str, OffsetSpec]] = {
+    "earliest": "earliest",
+    "latest": "latest",
+    "max_timestamp": "max_timestamp",
+}
+_DIGITS: Final = re.compile(r"[0-9]{1,19}")
+
+
+def json_response(document: Any) -> Response:
+    return Response(orjson.dumps(document), media_type="application/json")
+
+
+def parse_offset_spec(text: str) -> OffsetSpec:
+    """``earliest``, ``latest``, ``max_timestamp`` or a time in ms (>= 0)."""
+    named = _NAMED_SPECS.get(text)
+    if named is not None:
+        return named
+    if _DIGITS.fullmatch(text) is None or int(text) > MAX_TIMESTAMP:
+        raise InvalidRequestError(
+            f"timestamp {text!r}: expected a time in ms (>= 0), earliest, latest or max_timestamp",
+            "timestamp",
+        )
+    return int(text)
+
+
+def router() -> APIRouter:
+    r = APIRouter(prefix="/v1", tags=["topics"])
+
+    @r.get("/topics", response_model=Topics, responses=error_responses(503))
+    async def list_topics(service: ServiceDep) -> Response:
+        """Every topic of the remote tier, with its ids (a re-created topic has several)."""
+        topics = await service.topics()
+        return json_response(
+            {
+                "topics": [
+                    {"name": name, "topic_ids": [topic_id_text(i) for i in topics[name]]}
+                    for name in sorted(topics)
+                ]
+            }
+        )
+
+    @r.get(
+        "/topics/{topic}/partitions",
+        response_model=Partitions,
+        responses=error_responses(400, 404, 503),
+    )
+    async def list_partitions(topic: TopicName, service: ServiceDep) -> Response:
+        """The remote-tier partitions of a topic (its newest incarnation)."""
+        infos = await service.partitions(topic)
+        return json_response(
+            {
+                "topic": topic,
+                "partitions": [partition_json(i) for i in sorted(infos, key=lambda i: i.partition)],
+            }
+        )
+
+    @r.get(
+        "/topics/{topic}/partitions/{partition}",
+        response_model=Partition,
+        responses=error_responses(400, 404, 503),
+    )
+    async def get_partition(
+        topic: TopicName, partition: PartitionNumber, service: ServiceDep
+    ) -> Response:
+        """Remote log start and end offsets, size (KIP-852), segment count, leader epochs."""
+        return json_response(partition_json(await service.partition(topic, partition)))
+
+    @r.get(
+        "/topics/{topic}/partitions/{partition}/segments",
+        response_model=Segments,
+        responses=error_responses(400, 404, 503),
+    )
+    async def list_segments(
+        topic: TopicName, partition: PartitionNumber, service: ServiceDep
+    ) -> Response:
+        """The partition's remote segments with their states and sizes."""
+        segments = await service.segments(topic, partition)
+        return json_response(
+            {
+                "topic": topic,
+                "partition": partition,
+                "segments": [segment_json(s) for s in segments],
+            }
+        )
+
+    @r.get(
+        "/topics/{topic}/partitions/{partition}/offsets",
+        response_model=Offset,
+        responses=error_responses(400, 404, 502, 503, 504),
+    )
+    async def list_offsets(
+        topic: TopicName,
+        partition: PartitionNumber,
+        service: ServiceDep,
+        deadline: DeadlineDep,
+        timestamp: Annotated[
+            str,
+            Query(
+                description="a time in ms: the first offset whose timestamp is at or after "
+                "it; or earliest, latest (the log end offset), max_timestamp",
+                examples=["1700000000000", "earliest", "latest", "max_timestamp"],
+            ),
+        ],
+    ) -> Response:
+        """Kafka's ListOffsets on the remote tier; offset and timestamp -1 when none match."""
+        spec = parse_offset_spec(timestamp)
+        result = await service.list_offsets(topic, partition, spec, deadline)
+        return json_response(
+            {
+                "offset": result.offset,
+                "timestamp": result.timestamp,
+                "leader_epoch": result.leader_epoch,
+            }
+        )
+
+    return r

@@ -1,0 +1,334 @@
+"""One typed settings object for ``tiered-gateway serve``, validated at start.
+
+Every setting has three spellings: a command-line flag (``--index-cache-bytes``), an environment
+variable (``TIERED_GATEWAY_INDEX_CACHE_BYTES``) and a key of the optional TOML file given with
+``--config`` (``index_cache_bytes = "256MiB"``). Precedence: flag > environment > TOML file >
+default. A bad value stops the start with a :class:`~gateway.errors.ConfigurationError` whose
+message names the setting in all three spellings. ``docs/configuration.md`` documents each one.
+
+Byte sizes take an integer or a number with a unit (``B``, ``KiB``, ``MiB``, ``GiB``, ``TiB``;
+``KB``, ``MB``, ``GB`` are decimal). ``key_pairs`` in the environment is a JSON list or
+comma-separated ``ID=PATH`` entries.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import json
+import os
+import re
+import tomllib
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Annotated, Any, Final, Literal
+from urllib.parse import urlparse
+
+from pydantic import BeforeValidator, Field, ValidationError, field_validator, model_validator
+from pydantic_settings import (
+    BaseSettings,
+    InitSettingsSource,
+    NoDecode,
+    PydanticBaseSettingsSource,
+    SettingsConfigDict,
+)
+
+from gateway.errors import ConfigurationError
+from gateway.storage.retry import RetryPolicy
+
+ENV_PREFIX: Final = "TIERED_GATEWAY_"
+CONFIG_ENV: Final = ENV_PREFIX + "CONFIG"  # the TOML file, when --config is not given
+KiB: Final = 1024
+MiB: Final = 1024 * KiB
+GiB: Final = 1024 * MiB
+
+_UNITS: Final = {
+    "": 1,
+    "b": 1,
+    "kib": KiB,
+    "mib": MiB,
+    "gib": GiB,
+    "tib": 1024 * GiB,
+    "kb": 1000,
+    "mb": 1000**2,
+    "gb": 1000**3,
+    "tb": 1000**4,
+}
+_SIZE: Final = re.compile(r"\s*(\d+(?:\.\d+)?)\s*([a-zA-Z]*)\s*")
+_FLAG_NAMES: Final = {"key_pairs": "--key-pair"}  # repeatable: one pair per flag
+_MAX_SHOWN_INPUT: Final = 80
+LogLevel = Literal["debug", "info", "warning", "error", "critical"]
+
+
+def parse_byte_size(value: object) -> object:
+    """``"256MiB"`` -> 268435456; integers and anything else go to the int validator."""
+    if not isinstance(value, str):
+        return value
+    match = _SIZE.fullmatch(value)
+    if match is None or match.group(2).lower() not in _UNITS:
+        raise ValueError("expected bytes: an integer or a number with a unit such as 256MiB")
+    number, unit = match.groups()
+    size = float(number) * _UNITS[unit.lower()]
+    if not size.is_integer():
+        raise ValueError(f"{value!r} is not a whole number of bytes")
+    return int(size)
+
+
+ByteSize = Annotated[int, BeforeValidator(parse_byte_size)]
+
+
+def _default_threads() -> int:
+    return min(32, (os.cpu_count() or 1) + 4)  # ThreadPoolExecutor's own default
+
+
+class Settings(BaseSettings):
+    """Everything ``serve`` can be told; see ``docs/configuration.md``."""
+
+    model_config = SettingsConfigDict(
+        env_prefix=ENV_PREFIX,
+        extra="forbid",
+        frozen=True,
+        validate_default=True,
+    )
+
+    # --- the bucket and the catalog ---------------------------------------------------------
+    store: str = Field(description="the bucket: file:///abs/dir or s3://bucket")
+    key_prefix: str = Field(default="", description="object key prefix (e.g. 'tiered/')")
+    key_pairs: Annotated[list[str], NoDecode] = Field(
+        default_factory=list,
+        description="RSA key pairs ID=PATH (PKCS#8 private key PEM) opening encrypted segments",
+    )
+    state_dir: Path | None = Field(
+        default=None,
+        description="keep the catalog in DIR (SQLite) so restarts rescan incrementally",
+    )
+    rescan_interval_s: float = Field(
+        default=60.0, ge=0, description="seconds between incremental bucket rescans (0: never)"
+    )
+    # --- the listener -------------------------------------------------------------------------
+    host: str = Field(default="127.0.0.1", min_length=1, description="address to listen on")
+    port: int = Field(default=8080, ge=0, le=65535, description="TCP port (0: any free port)")
+    log_level: LogLevel = Field(
+        default="info", description="debug, info, warning, error or critical"
+    )
+    # --- S3 -----------------------------------------------------------------------------------
+    s3_endpoint_url: str | None = Field(default=None, description="S3 endpoint (MinIO, moto, ...)")
+    s3_region: str | None = Field(default=None, description="S3 region")
+    s3_path_style: bool = Field(default=False, description="path-style S3 addressing")
+    # --- caches and reads ---------------------------------------------------------------------
+    index_cache_bytes: ByteSize = Field(
+        default=256 * MiB, ge=0, description="memory for the offset/time/txn indexes"
+    )
+    index_cache_dir: Path | None = Field(
+        default=None, description="also keep loaded indexes on disk under DIR"
+    )
+    chunk_cache_bytes: ByteSize = Field(
+        default=256 * MiB, ge=0, description="memory for detransformed chunks (0: no chunk cache)"
+    )
+    readahead_bytes: ByteSize = Field(
+        default=8 * MiB, ge=0, description="chunks loaded ahead of a sequential read (0: none)"
+    )
+    max_get_bytes: ByteSize = Field(
+        default=8 * MiB, ge=1, description="largest coalesced ranged GET"
+    )
+    max_concurrent_gets: int = Field(default=8, ge=1, description="ranged GETs in flight per read")
+    retry_max_attempts: int = Field(
+        default=5, ge=1, description="store attempts per read, the first included"
+    )
+    retry_base_delay_s: float = Field(
+        default=0.05, ge=0, description="backoff base: attempt n waits up to base * 2^(n-1)"
+    )
+    retry_attempt_timeout_s: float = Field(
+        default=10.0, gt=0, description="timeout of one store attempt"
+    )
+    threads: int = Field(
+        default_factory=_default_threads,
+        ge=1,
+        description="threads for decompression, decryption and decoding",
+    )
+    # --- requests -----------------------------------------------------------------------------
+    request_timeout_ms: int = Field(
+        default=30_000, ge=1, description="deadline of a request without timeout_ms"
+    )
+    max_request_timeout_ms: int = Field(
+        default=300_000, ge=1, description="largest timeout_ms a request may ask for"
+    )
+    default_max_bytes: ByteSize = Field(
+        default=MiB, ge=1, description="max_bytes of a JSON or raw fetch that gives none"
+    )
+    max_response_bytes: ByteSize = Field(
+        default=64 * MiB,
+        ge=1,
+        description="largest max_bytes; also the NDJSON budget when none is given",
+    )
+    stream_page_bytes: ByteSize = Field(
+        default=MiB, ge=1, description="record batch bytes fetched per NDJSON page"
+    )
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        return init_settings, env_settings  # no .env file, no secrets directory
+
+    @field_validator("store")
+    @classmethod
+    def _store_url(cls, value: str) -> str:
+        scheme = urlparse(value).scheme
+        if scheme not in ("file", "s3"):
+            raise ValueError("expected file:///abs/dir or s3://bucket")
+        return value
+
+    @field_validator("key_pairs", mode="before")
+    @classmethod
+    def _split_key_pairs(cls, value: object) -> object:
+        if isinstance(value, str):  # from the environment
+            text = value.strip()
+            if text.startswith("["):
+                return json.loads(text)
+            return [part.strip() for part in text.split(",") if part.strip()]
+        return value
+
+    @field_validator("key_pairs")
+    @classmethod
+    def _key_pair_specs(cls, value: list[str]) -> list[str]:
+        from gateway.remote.keyring import parse_spec  # noqa: PLC0415
+
+        ids: set[str] = set()
+        for spec in value:
+            try:
+                key_id, _ = parse_spec(spec)
+            except ConfigurationError as exc:
+                raise ValueError(str(exc)) from None
+            if key_id in ids:
+                raise ValueError(f"key pair id {key_id!r} is given twice")
+            ids.add(key_id)
+        return value
+
+    @field_validator("log_level", mode="before")
+    @classmethod
+    def _lower(cls, value: object) -> object:
+        return value.lower() if isinstance(value, str) else value
+
+    @model_validator(mode="after")
+    def _consistent(self) -> Settings:
+        if self.request_timeout_ms > self.max_request_timeout_ms:
+            raise ValueError(
+                f"request_timeout_ms ({self.request_timeout_ms}) exceeds "
+                f"max_request_timeout_ms ({self.max_request_timeout_ms})"
+            )
+        if self.default_max_bytes > self.max_response_bytes:
+            raise ValueError(
+                f"default_max_bytes ({self.default_max_bytes}) exceeds "
+                f"max_response_bytes ({self.max_response_bytes})"
+            )
+        return self
+
+    def retry_policy(self) -> RetryPolicy:
+        return RetryPolicy(
+            max_attempts=self.retry_max_attempts,
+            base_delay=self.retry_base_delay_s,
+            attempt_timeout=self.retry_attempt_timeout_s,
+        )
+
+    @property
+    def loopback(self) -> bool:
+        """Whether ``host`` only accepts local connections."""
+        if self.host == "localhost":
+            return True
+        try:
+            return ipaddress.ip_address(self.host).is_loopback
+        except ValueError:
+            return False  # a host name: it may resolve to anything
+
+
+def flag_name(field: str) -> str:
+    """The command-line flag of a setting."""
+    return _FLAG_NAMES.get(field, "--" + field.replace("_", "-"))
+
+
+def env_name(field: str) -> str:
+    return ENV_PREFIX + field.upper()
+
+
+def describe(field: str) -> str:
+    """A setting in its three spellings, for messages."""
+    return f"{field!r} ({flag_name(field)}, {env_name(field)}, {field} in the TOML file)"
+
+
+def _message(exc: ValidationError) -> str:
+    problems = []
+    for error in exc.errors(include_url=False):
+        loc = error.get("loc", ())
+        field = str(loc[0]) if loc else ""
+        message = error["msg"].removeprefix("Value error, ")
+        if field in Settings.model_fields:
+            shown = error.get("input")
+            shown_ok = isinstance(shown, str | int | float) and len(repr(shown)) <= _MAX_SHOWN_INPUT
+            if field != "key_pairs" and shown_ok:
+                message += f" (got {shown!r})"
+            problems.append(f"setting {describe(field)}: {message}")
+        elif field:  # a key that is no setting (TOML file or keyword)
+            problems.append(f"unknown setting {field!r}")
+        else:
+            problems.append(message)  # a check across settings, which names them
+    return "invalid configuration: " + "; ".join(problems)
+
+
+def read_toml(path: Path) -> dict[str, Any]:
+    """The settings of a TOML file (flat keys, or under a ``[tiered_gateway]`` table)."""
+    try:
+        with path.open("rb") as fh:
+            data = tomllib.load(fh)
+    except OSError as exc:
+        raise ConfigurationError(
+            f"config file {path}: cannot read it: {exc.strerror or type(exc).__name__}"
+        ) from exc
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigurationError(f"config file {path}: not valid TOML: {exc}") from exc
+    table = data.get("tiered_gateway", data)
+    if not isinstance(table, dict):
+        raise ConfigurationError(f"config file {path}: [tiered_gateway] must be a table")
+    return table
+
+
+def load_settings(
+    overrides: Mapping[str, Any] | None = None, config_file: Path | None = None
+) -> Settings:
+    """Settings from ``overrides`` (the command-line flags that were given), the environment,
+    the TOML ``config_file`` (or the file named by ``TIERED_GATEWAY_CONFIG``), the defaults."""
+    if config_file is None and os.environ.get(CONFIG_ENV):
+        config_file = Path(os.environ[CONFIG_ENV])
+    file_values = read_toml(config_file) if config_file is not None else {}
+
+    class _WithFile(Settings):
+        @classmethod
+        def settings_customise_sources(
+            cls,
+            settings_cls: type[BaseSettings],
+            init_settings: PydanticBaseSettingsSource,
+            env_settings: PydanticBaseSettingsSource,
+            dotenv_settings: PydanticBaseSettingsSource,
+            file_secret_settings: PydanticBaseSettingsSource,
+        ) -> tuple[PydanticBaseSettingsSource, ...]:
+            return init_settings, env_settings, InitSettingsSource(settings_cls, file_values)
+
+    try:
+        loaded = _WithFile(**dict(overrides or {}))
+    except ValidationError as exc:
+        where = f" (config file {config_file})" if config_file is not None else ""
+        raise ConfigurationError(_message(exc) + where) from None
+    return Settings.model_construct(_fields_set=loaded.model_fields_set, **loaded.model_dump())
+
+
+def settings_for(**values: Any) -> Settings:
+    """Settings from keyword values, the environment and the defaults (no TOML file); the
+    error names the setting like :func:`load_settings` does."""
+    try:
+        return Settings(**values)
+    except ValidationError as exc:
+        raise ConfigurationError(_message(exc)) from None

@@ -1,0 +1,259 @@
+"""End to end over real HTTP: ``tiered-gateway serve`` (a real process: uvicorn and the real
+service) on the demo bucket, read with an HTTP client only.
+
+Expected records come from kafka-python's reading of the broker segment files the demo wrote
+before tiering them (:func:`tests.unit.service.test_service_demo.expected_records`), so nothing
+here trusts the gateway's own decoder.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from kafka.record import MemoryRecords
+from prometheus_client.parser import text_string_to_metric_families
+
+from gateway.demo import DemoBucket, write_demo_bucket
+from tests.unit.api.server import free_port
+from tests.unit.service.test_service_demo import Expected, expected_records
+
+RECORDS = "/v1/topics/{topic}/partitions/{partition}/records"
+
+
+@pytest.fixture(scope="module")
+def demo(tmp_path_factory: pytest.TempPathFactory) -> DemoBucket:
+    return write_demo_bucket(tmp_path_factory.mktemp("http-e2e") / "demo")
+
+
+@pytest.fixture(scope="module")
+def base_url(demo: DemoBucket, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    port = free_port()
+    log_path = tmp_path_factory.mktemp("http-e2e-log") / "serve.log"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TIERED_GATEWAY_")}
+    with log_path.open("wb") as log:
+        proc = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "gateway.cli",
+                "serve",
+                *demo.serve_args,
+                "--port",
+                str(port),
+                "--log-level",
+                "warning",
+                "--rescan-interval-s",
+                "0",
+            ],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            env=env,
+        )
+    url = f"http://127.0.0.1:{port}"
+    try:
+        _wait_ready(url, proc, log_path)
+        yield url
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+def _wait_ready(url: str, proc: subprocess.Popen[bytes], log_path: Path) -> None:
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"serve exited with {proc.returncode}:\n{log_path.read_text()}")
+        try:
+            if httpx.get(f"{url}/readyz", timeout=1).status_code == 200:
+                return
+        except httpx.TransportError:
+            pass
+        time.sleep(0.05)
+    raise RuntimeError(f"serve did not become ready:\n{log_path.read_text()}")
+
+
+@pytest.fixture
+def client(base_url: str) -> Iterator[httpx.Client]:
+    with httpx.Client(base_url=base_url, timeout=30) as c:
+        yield c
+
+
+def _b64(data: bytes | None) -> str | None:
+    return None if data is None else base64.b64encode(data).decode()
+
+
+def _as_json(e: Expected) -> tuple[Any, ...]:
+    headers = [{"key": k, "value": _b64(v)} for k, v in e.headers]
+    return (e.offset, e.timestamp, _b64(e.key), _b64(e.value), headers, e.epoch)
+
+
+def _got(record: dict[str, Any]) -> tuple[Any, ...]:
+    return (
+        record["offset"],
+        record["timestamp"],
+        record["key"],
+        record["value"],
+        record["headers"],
+        record["leader_epoch"],
+    )
+
+
+def _walk(
+    client: httpx.Client, topic: str, partition: int, max_bytes: int, isolation: str
+) -> tuple[list[dict[str, Any]], int]:
+    info = client.get(f"/v1/topics/{topic}/partitions/{partition}").json()
+    offset, end = info["remote_log_start_offset"], info["remote_log_end_offset"]
+    records: list[dict[str, Any]] = []
+    pages = 0
+    while offset < end:
+        r = client.get(
+            RECORDS.format(topic=topic, partition=partition),
+            params={"offset": offset, "max_bytes": max_bytes, "isolation_level": isolation},
+        )
+        assert r.status_code == 200, r.text
+        body = r.json()
+        assert body["next_offset"] > offset, "a walk must always move forward"
+        assert body["log_end_offset"] == end
+        records += body["records"]
+        offset = body["next_offset"]
+        pages += 1
+    return records, pages
+
+
+def test_ready_and_topics(client: httpx.Client, demo: DemoBucket) -> None:
+    assert client.get("/healthz").json() == {"status": "ok"}
+    assert client.get("/readyz").status_code == 200
+    topics = client.get("/v1/topics").json()["topics"]
+    assert sorted(t["name"] for t in topics) == sorted(t.name for t in demo.topics)
+    orders = next(t for t in topics if t["name"] == "orders")
+    assert orders["topic_ids"] == [demo.topic("orders").topic_id_text]
+
+
+@pytest.mark.parametrize("max_bytes", [1, 3000, 1 << 20])
+def test_walk_orders_by_next_offset_returns_every_record_once(
+    client: httpx.Client, demo: DemoBucket, max_bytes: int
+) -> None:
+    expected = expected_records(demo.root / "segments" / "orders-0")
+    records, pages = _walk(client, "orders", 0, max_bytes, "read_uncommitted")
+    offsets = [r["offset"] for r in records]
+    assert offsets == list(range(len(offsets)))  # contiguous, each exactly once
+    assert offsets[-1] == demo.topic("orders").partition(0).last_offset
+    assert [_got(r) for r in records] == [_as_json(e) for e in expected]
+    assert {r["timestamp_type"] for r in records} == {"CreateTime", "LogAppendTime"}
+    if max_bytes == 1:
+        assert pages > 10
+
+
+def test_ndjson_streams_the_whole_partition(client: httpx.Client, demo: DemoBucket) -> None:
+    expected = expected_records(demo.root / "segments" / "orders-1")
+    lines = []
+    with client.stream(
+        "GET",
+        RECORDS.format(topic="orders", partition=1),
+        params={"offset": 0},
+        headers={"Accept": "application/x-ndjson"},
+    ) as r:
+        assert r.status_code == 200
+        lines = [json.loads(line) for line in r.iter_lines() if line]
+    *records, last = lines
+    assert [_got(r) for r in records] == [_as_json(e) for e in expected]
+    assert last == {
+        "next_offset": demo.topic("orders").partition(1).next_offset,
+        "log_start_offset": 0,
+        "log_end_offset": demo.topic("orders").partition(1).next_offset,
+    }
+
+
+def test_read_committed_on_payments(client: httpx.Client, demo: DemoBucket) -> None:
+    expected = expected_records(demo.root / "segments" / "payments-0")
+    assert any(e.aborted for e in expected)
+    committed, _ = _walk(client, "payments", 0, 4000, "read_committed")
+    assert [_got(r) for r in committed] == [_as_json(e) for e in expected if not e.aborted]
+    everything, _ = _walk(client, "payments", 0, 4000, "read_uncommitted")
+    assert [_got(r) for r in everything] == [_as_json(e) for e in expected]
+
+
+def test_raw_batches_with_aborted_transactions(client: httpx.Client) -> None:
+    r = client.get(
+        RECORDS.format(topic="payments", partition=0),
+        params={"offset": 0, "isolation_level": "read_committed"},
+        headers={"Accept": "application/octet-stream"},
+    )
+    assert r.status_code == 200
+    records = MemoryRecords(r.content)
+    first = records.next_batch()
+    assert first is not None
+    assert first.base_offset == int(r.headers["x-first-offset"])
+    aborted = json.loads(r.headers["x-aborted-transactions"])
+    assert aborted and {"producer_id", "first_offset"} == set(aborted[0])
+    assert int(r.headers["x-next-offset"]) > 0
+
+
+def test_offsets_by_timestamp(client: httpx.Client, demo: DemoBucket) -> None:
+    url = "/v1/topics/orders/partitions/0/offsets"
+    expected = expected_records(demo.root / "segments" / "orders-0")
+    by_time = [e for e in expected if e.timestamp >= 0]
+    for probe in (by_time[0], by_time[len(by_time) // 2], by_time[-1]):
+        body = client.get(url, params={"timestamp": probe.timestamp}).json()
+        want = next(e for e in expected if e.timestamp >= probe.timestamp)
+        assert (body["offset"], body["timestamp"]) == (want.offset, want.timestamp)
+    late = client.get(url, params={"timestamp": by_time[-1].timestamp + 10**9}).json()
+    assert late == {"offset": -1, "timestamp": -1, "leader_epoch": None}
+    latest = client.get(url, params={"timestamp": "latest"}).json()
+    assert latest["offset"] == demo.topic("orders").partition(0).next_offset
+    assert client.get(url, params={"timestamp": "earliest"}).json()["offset"] == 0
+
+
+def test_416_beyond_the_end(client: httpx.Client, demo: DemoBucket) -> None:
+    end = demo.topic("orders").partition(0).next_offset
+    for headers in ({}, {"Accept": "application/x-ndjson"}, {"Accept": "application/octet-stream"}):
+        r = client.get(
+            RECORDS.format(topic="orders", partition=0),
+            params={"offset": end + 10},
+            headers=headers,
+        )
+        assert r.status_code == 416
+        body = r.json()
+        assert body["error_code"] == "offset_out_of_range"
+        assert (body["log_start_offset"], body["log_end_offset"]) == (0, end)
+        assert body["retriable"] is False
+
+
+def test_404_unknown_topic_and_partition(client: httpx.Client) -> None:
+    for path in (
+        RECORDS.format(topic="nope", partition=0),
+        RECORDS.format(topic="orders", partition=9),
+        "/v1/topics/nope/partitions",
+        "/v1/topics/orders/partitions/9/segments",
+    ):
+        r = client.get(path, params={"offset": 0})
+        assert r.status_code == 404, path
+        assert r.json()["error_code"] == "unknown_topic_or_partition"
+
+
+def test_segments_and_metrics(client: httpx.Client, demo: DemoBucket) -> None:
+    segments = client.get("/v1/topics/inventory/partitions/0/segments").json()["segments"]
+    assert segments and all(s["size"] > 0 for s in segments)
+    assert {s["state"] for s in segments} <= {"COPY_SEGMENT_FINISHED", "DELETE_SEGMENT_FINISHED"}
+    text = client.get("/metrics").text
+    assert 'route="/v1/topics/{topic}/partitions/{partition}/records"' in text
+    families = {f.name for f in text_string_to_metric_families(text)}  # one valid exposition
+    assert {
+        "tiered_gateway_http_request_duration_seconds",
+        "tiered_gateway_remote_gets",
+        "tiered_gateway_ready",
+    } <= families
