@@ -23,7 +23,7 @@ from typing import Protocol
 
 from gateway.errors import (
     CorruptDataError,
-    CorruptRecordError,
+    CorruptMetadataRecordError,
     InvalidStateTransitionError,
     RemoteResourceNotFoundError,
 )
@@ -74,7 +74,8 @@ def replay(
     * Snapshot records (apiKey 3) are never produced to the topic (Kafka's former on-disk
       snapshot used them): they are counted in ``skipped_snapshots`` and skipped.
     * A value that does not decode (a null value included) raises
-      :class:`~gateway.errors.CorruptRecordError` naming the offset; nothing after it is applied.
+      :class:`~gateway.errors.CorruptMetadataRecordError` naming the offset; nothing after it
+      is applied.
     * An offset that does not follow the previous one (or is negative) raises
       :class:`~gateway.errors.CorruptDataError`.
     """
@@ -87,11 +88,11 @@ def replay(
                 "offsets must be non-negative and strictly increasing"
             )
         if value is None:
-            raise CorruptRecordError(f"__remote_log_metadata offset {offset}: null value")
+            raise CorruptMetadataRecordError(f"__remote_log_metadata offset {offset}: null value")
         try:
             payload = decode_metadata_record(value).payload
-        except CorruptRecordError as exc:
-            raise CorruptRecordError(f"offset {offset}: {exc}") from exc
+        except CorruptMetadataRecordError as exc:
+            raise CorruptMetadataRecordError(f"offset {offset}: {exc}") from exc
         stats.records += 1
         stats.last_offset = offset
         if isinstance(payload, RemoteLogSegmentMetadataSnapshot):

@@ -7,12 +7,9 @@ and the generated ``RemoteLogSegmentMetadataRecord``, ``RemoteLogSegmentMetadata
 (``storage/src/main/resources/message/*.json``, flexible versions 0+, valid versions 0-1)::
 
     frame    uvarint frameVersion (= 1) | uvarint apiKey | uvarint version | body; no trailing bytes
-    int8/32/64 big-endian, uuid = int64 msb + int64 lsb, bool = 1 byte (non-zero = true)
-    string   uvarint(len + 1) + UTF-8 (0 = null: refused, no string here is nullable; len <= 32767)
-    bytes?   uvarint(len + 1) + bytes, 00 = null
-    array    uvarint(N + 1) + N elements (0 = null: refused)
-    tags     uvarint count, then per field uvarint tag, uvarint size, data; every struct ends
-             with one (top level, nested structs, array elements); 00 = no tags
+    body     the flexible encoding (§6.3, module gateway.metadata.flexible): compact strings
+             (never null here), nullable compact bytes (``bytes?``), compact arrays (never
+             null), and a tagged-field section (``tags``) ending every struct
 
     TopicIdPartition  = Name string, Id uuid, Partition int32, tags
     RemoteLogSegmentId = TopicIdPartition, Id uuid (segment), tags
@@ -40,14 +37,13 @@ Decisions:
   :class:`RemoteLogSegmentMetadataSnapshot`), the record version, and the v1 fields the model
   has no place for (``broker_leader_epoch``, ``end_offset``); ``None`` when the version lacks
   them, the schema default when v1 omits the tag.
-* Like the generated Java readers: tags may come in any order (a repeated tag: the last wins),
-  unknown tags are skipped (not kept), a known tag in a version that lacks it is refused. Stricter
-  than Java: a known tag whose size is not its type's width, invalid UTF-8, a repeated leader
-  epoch (Java keeps the last), and every model-validation failure are corruption.
+* Tags are read as the generated Java readers do (see :mod:`gateway.metadata.flexible`).
+  Stricter than Java besides the flexible rules: a repeated leader epoch (Java keeps the last)
+  and every model-validation failure are corruption.
 * Encoding writes version 0 by default (what released Kafka writes), tagged fields only when
   they differ from their default, leader epochs in ascending order.
 
-Every malformed input raises :class:`~gateway.errors.CorruptRecordError`.
+Every malformed input raises :class:`~gateway.errors.CorruptMetadataRecordError`.
 """
 
 from __future__ import annotations
@@ -56,9 +52,23 @@ import struct
 import uuid
 from dataclasses import dataclass
 from enum import IntEnum
-from typing import Any, Final
+from typing import Final
 
-from gateway.errors import CorruptRecordError
+from gateway.metadata.flexible import (
+    BOOL,
+    EMPTY_TAGS,
+    INT8,
+    INT32,
+    INT64,
+    Reader,
+    TagSchema,
+    corrupt,
+    encode_uvarint,
+    put_array_length,
+    put_nullable_bytes,
+    put_string,
+    put_tags,
+)
 from gateway.metadata.model import (
     INT32_MAX,
     INT32_MIN,
@@ -88,14 +98,7 @@ __all__ = [
 
 FRAME_VERSION: Final = 1
 SUPPORTED_VERSIONS: Final = (0, 1)
-_MAX_STRING: Final = 0x7FFF
-_MAX_UVARINT_BYTES: Final = 5
 
-_BOOL: Final = struct.Struct(">B")
-_INT8: Final = struct.Struct(">b")
-_INT32: Final = struct.Struct(">i")
-_INT64: Final = struct.Struct(">q")
-_UUID_SIZE: Final = 16
 _SEGMENT_FIXED: Final = struct.Struct(">qqiqq")  # start, end, broker, max ts, event ts
 _EPOCH_ENTRY: Final = struct.Struct(">iq")  # leader epoch, start offset
 _MIN_EPOCH_ENTRY: Final = _EPOCH_ENTRY.size + 1  # + an empty tag section
@@ -112,12 +115,10 @@ class ApiKey(IntEnum):
     SEGMENT_SNAPSHOT = 3
 
 
-# tag -> (first version that has it, its fixed-width type, its default)
-_TagSchema = dict[int, tuple[int, struct.Struct, int]]
-_SEGMENT_TAGS: Final[_TagSchema] = {0: (0, _BOOL, 0), 1: (1, _INT32, 0)}
-_UPDATE_TAGS: Final[_TagSchema] = {0: (1, _INT32, -1), 1: (1, _INT64, -1)}
-_DELETE_TAGS: Final[_TagSchema] = {0: (1, _INT32, 0), 1: (1, _INT64, 0)}
-_NO_TAGS: Final[_TagSchema] = {}
+_SEGMENT_TAGS: Final[TagSchema] = {0: (0, BOOL, 0), 1: (1, INT32, 0)}
+_UPDATE_TAGS: Final[TagSchema] = {0: (1, INT32, -1), 1: (1, INT64, -1)}
+_DELETE_TAGS: Final[TagSchema] = {0: (1, INT32, 0), 1: (1, INT64, 0)}
+_NO_TAGS: Final[TagSchema] = {}
 _TAG_TXN_EMPTY, _TAG_SEGMENT_EPOCH = 0, 1
 _TAG_EPOCH, _TAG_END_OFFSET = 0, 1
 # StartOffset, EndOffset, MaxTimestampMs, BrokerId, EventTimestampMs, SegmentLeaderEpochs,
@@ -206,164 +207,85 @@ def _api_key(payload: object) -> ApiKey:
 # --- reading ---------------------------------------------------------------------------------
 
 
-def _corrupt(problem: str) -> CorruptRecordError:
-    return CorruptRecordError(f"__remote_log_metadata record: {problem}")
+def _read_partition(r: Reader) -> TopicIdPartition:
+    name = r.string("topic name")
+    topic_id = r.uuid("topic id")
+    (partition,) = r.fixed(INT32, "partition")
+    r.tags("TopicIdPartition", _NO_TAGS, 0)
+    return TopicIdPartition(topic_id, partition, name)
 
 
-class _Reader:
-    __slots__ = ("buf", "pos")
+def _read_segment_id(r: Reader) -> RemoteLogSegmentId:
+    partition = _read_partition(r)
+    segment = r.uuid("segment id")
+    r.tags("RemoteLogSegmentId", _NO_TAGS, 0)
+    return RemoteLogSegmentId(partition, segment)
 
-    def __init__(self, buf: memoryview) -> None:
-        self.buf = buf
-        self.pos = 0
 
-    def take(self, size: int, what: str) -> int:
-        """Advance past ``size`` bytes; returns where they start."""
-        start = self.pos
-        if size > len(self.buf) - start:
-            left = len(self.buf) - start
-            raise _corrupt(f"{what} at byte {start} needs {size} bytes, {left} left")
-        self.pos = start + size
-        return start
-
-    def fixed(self, layout: struct.Struct, what: str) -> tuple[Any, ...]:
-        return layout.unpack_from(self.buf, self.take(layout.size, what))
-
-    def uvarint(self, what: str) -> int:
-        start, value = self.pos, 0
-        for i in range(_MAX_UVARINT_BYTES):
-            if start + i >= len(self.buf):
-                raise _corrupt(f"{what} at byte {start} runs past the end")
-            b = self.buf[start + i]
-            value |= (b & 0x7F) << (7 * i)
-            if not b & 0x80:
-                if value > INT32_MAX:
-                    raise _corrupt(f"{what} at byte {start} overflows int32")
-                self.pos = start + i + 1
-                return value
-        raise _corrupt(f"{what} at byte {start} is longer than {_MAX_UVARINT_BYTES} bytes")
-
-    def uuid(self, what: str) -> uuid.UUID:
-        start = self.take(_UUID_SIZE, what)
-        return uuid.UUID(bytes=bytes(self.buf[start : self.pos]))
-
-    def string(self, what: str) -> str:
-        at, size = self.pos, self.uvarint(f"{what} length") - 1
-        if size < 0:
-            raise _corrupt(f"{what} at byte {at} is null")
-        if size > _MAX_STRING:
-            raise _corrupt(f"{what} at byte {at} has invalid length {size}")
-        start = self.take(size, what)
-        try:
-            return str(self.buf[start : self.pos], "utf-8")
-        except UnicodeDecodeError as exc:
-            raise _corrupt(f"{what} at byte {start} is not UTF-8") from exc
-
-    def nullable_bytes(self, what: str) -> bytes | None:
-        size = self.uvarint(f"{what} length") - 1
-        if size < 0:
-            return None
-        start = self.take(size, what)
-        return bytes(self.buf[start : self.pos])
-
-    def tags(self, where: str, schema: _TagSchema, version: int) -> dict[int, int]:
-        """A tagged-field section: the known fields' values (absent ones get the default)."""
-        values = {tag: default for tag, (first, _, default) in schema.items() if version >= first}
-        for _ in range(self.uvarint(f"{where} tag count")):
-            tag = self.uvarint(f"{where} tag")
-            size = self.uvarint(f"{where} tag {tag} size")
-            start = self.take(size, f"{where} tag {tag}")
-            known = schema.get(tag)
-            if known is None:
-                continue  # unknown: skipped
-            first, layout, _ = known
-            if version < first:
-                raise _corrupt(f"{where} tag {tag} is not valid for version {version}")
-            if size != layout.size:
-                raise _corrupt(f"{where} tag {tag} has {size} bytes, expected {layout.size}")
-            values[tag] = layout.unpack_from(self.buf, start)[0]
-        return values
-
-    def topic_partition(self) -> TopicIdPartition:
-        name = self.string("topic name")
-        topic_id = self.uuid("topic id")
-        (partition,) = self.fixed(_INT32, "partition")
-        self.tags("TopicIdPartition", _NO_TAGS, 0)
-        return TopicIdPartition(topic_id, partition, name)
-
-    def segment_id(self) -> RemoteLogSegmentId:
-        partition = self.topic_partition()
-        segment = self.uuid("segment id")
-        self.tags("RemoteLogSegmentId", _NO_TAGS, 0)
-        return RemoteLogSegmentId(partition, segment)
-
-    def segment_body(self) -> _SegmentBody:
-        """StartOffset through RemoteLogSegmentState, shared by apiKeys 0 and 3."""
-        start, end, broker, max_ts, event_ts = self.fixed(_SEGMENT_FIXED, "segment offsets")
-        at, count = self.pos, self.uvarint("SegmentLeaderEpochs length") - 1
-        if count < 0:
-            raise _corrupt(f"SegmentLeaderEpochs at byte {at} is null")
-        if count * _MIN_EPOCH_ENTRY > len(self.buf) - self.pos:
-            raise _corrupt(f"SegmentLeaderEpochs at byte {at}: {count} entries cannot fit")
-        epochs: list[tuple[int, int]] = []
-        for _ in range(count):
-            epoch, offset = self.fixed(_EPOCH_ENTRY, "leader epoch entry")
-            epochs.append((epoch, offset))
-            self.tags("SegmentLeaderEpochEntry", _NO_TAGS, 0)
-        (size,) = self.fixed(_INT32, "SegmentSizeInBytes")
-        custom = self.nullable_bytes("CustomMetadata")
-        state = _segment_state(self.fixed(_INT8, "RemoteLogSegmentState")[0])
-        return start, end, max_ts, broker, event_ts, tuple(epochs), size, custom, state
+def _read_segment_body(r: Reader) -> _SegmentBody:
+    """StartOffset through RemoteLogSegmentState, shared by apiKeys 0 and 3."""
+    start, end, broker, max_ts, event_ts = r.fixed(_SEGMENT_FIXED, "segment offsets")
+    count = r.array_length("SegmentLeaderEpochs", _MIN_EPOCH_ENTRY)
+    epochs: list[tuple[int, int]] = []
+    for _ in range(count):
+        epoch, offset = r.fixed(_EPOCH_ENTRY, "leader epoch entry")
+        epochs.append((epoch, offset))
+        r.tags("SegmentLeaderEpochEntry", _NO_TAGS, 0)
+    (size,) = r.fixed(INT32, "SegmentSizeInBytes")
+    custom = r.nullable_bytes("CustomMetadata")
+    state = _segment_state(r.fixed(INT8, "RemoteLogSegmentState")[0])
+    return start, end, max_ts, broker, event_ts, tuple(epochs), size, custom, state
 
 
 def _segment_state(value: int) -> SegmentState:
     try:
         return SegmentState(value)
     except ValueError as exc:
-        raise _corrupt(f"unknown RemoteLogSegmentState {value}") from exc
+        raise corrupt(f"unknown RemoteLogSegmentState {value}") from exc
 
 
 def _delete_state(value: int) -> PartitionDeleteState:
     try:
         return PartitionDeleteState(value)
     except ValueError as exc:
-        raise _corrupt(f"unknown RemotePartitionDeleteState {value}") from exc
+        raise corrupt(f"unknown RemotePartitionDeleteState {value}") from exc
 
 
 def decode_metadata_record(data: bytes | bytearray | memoryview) -> MetadataRecord:
-    """Decode one ``__remote_log_metadata`` value. Raises :class:`CorruptRecordError`."""
-    r = _Reader(memoryview(data).cast("B"))
+    """Decode one ``__remote_log_metadata`` value. Raises
+    :class:`~gateway.errors.CorruptMetadataRecordError`."""
+    r = Reader(memoryview(data).cast("B"))
     frame = r.uvarint("frame version")
     if frame != FRAME_VERSION:
-        raise _corrupt(f"frame version {frame} (only {FRAME_VERSION} is supported)")
+        raise corrupt(f"frame version {frame} (only {FRAME_VERSION} is supported)")
     key, version = r.uvarint("apiKey"), r.uvarint("version")
     try:
         api_key = ApiKey(key)
     except ValueError as exc:
-        raise _corrupt(f"unknown apiKey {key}") from exc
+        raise corrupt(f"unknown apiKey {key}") from exc
     if version not in SUPPORTED_VERSIONS:
-        raise _corrupt(f"{api_key.name} version {version} is not supported (0-1)")
+        raise corrupt(f"{api_key.name} version {version} is not supported (0-1)")
     try:
         record = _decode_body(r, api_key, version)
     except ValueError as exc:  # the model refused a field
-        raise _corrupt(f"{api_key.name} v{version}: {exc}") from exc
+        raise corrupt(f"{api_key.name} v{version}: {exc}") from exc
     if r.pos != len(r.buf):
-        raise _corrupt(f"{len(r.buf) - r.pos} byte(s) of garbage after {api_key.name}")
+        raise corrupt(f"{len(r.buf) - r.pos} byte(s) of garbage after {api_key.name}")
     return record
 
 
-def _decode_body(r: _Reader, api_key: ApiKey, version: int) -> MetadataRecord:
+def _decode_body(r: Reader, api_key: ApiKey, version: int) -> MetadataRecord:
     v1 = version >= 1
     if api_key is ApiKey.SEGMENT_UPDATE:
-        segment_id = r.segment_id()
+        segment_id = _read_segment_id(r)
         broker, event_ts = r.fixed(_UPDATE_FIXED, "update broker and event time")
         custom = r.nullable_bytes("CustomMetadata")
-        state = _segment_state(r.fixed(_INT8, "RemoteLogSegmentState")[0])
+        state = _segment_state(r.fixed(INT8, "RemoteLogSegmentState")[0])
         tags = r.tags("RemoteLogSegmentMetadataUpdateRecord", _UPDATE_TAGS, version)
         update = RemoteLogSegmentMetadataUpdate(segment_id, event_ts, custom, state, broker)
         return MetadataRecord(update, version, tags.get(_TAG_EPOCH), tags.get(_TAG_END_OFFSET))
     if api_key is ApiKey.PARTITION_DELETE:
-        partition = r.topic_partition()
+        partition = _read_partition(r)
         broker, event_ts, raw_state = r.fixed(_DELETE_FIXED, "partition delete fields")
         delete_state = _delete_state(raw_state)
         tags = r.tags("RemotePartitionDeleteMetadataRecord", _DELETE_TAGS, version)
@@ -371,13 +293,13 @@ def _decode_body(r: _Reader, api_key: ApiKey, version: int) -> MetadataRecord:
         return MetadataRecord(delete, version, tags.get(_TAG_EPOCH), tags.get(_TAG_END_OFFSET))
     payload: MetadataPayload
     if api_key is ApiKey.SEGMENT:
-        segment_id = r.segment_id()
-        body = r.segment_body()
+        segment_id = _read_segment_id(r)
+        body = _read_segment_body(r)
         tags = r.tags("RemoteLogSegmentMetadataRecord", _SEGMENT_TAGS, version)
         payload = RemoteLogSegmentMetadata(segment_id, *body, bool(tags[_TAG_TXN_EMPTY]))
     else:
         snapshot_id = r.uuid("SegmentId")
-        body = r.segment_body()
+        body = _read_segment_body(r)
         tags = r.tags("RemoteLogSegmentMetadataSnapshotRecord", _SEGMENT_TAGS, version)
         payload = RemoteLogSegmentMetadataSnapshot(snapshot_id, *body, bool(tags[_TAG_TXN_EMPTY]))
     return MetadataRecord(payload, version, tags[_TAG_SEGMENT_EPOCH] if v1 else None)
@@ -386,40 +308,14 @@ def _decode_body(r: _Reader, api_key: ApiKey, version: int) -> MetadataRecord:
 # --- writing ---------------------------------------------------------------------------------
 
 
-def _uvarint(value: int) -> bytes:
-    out = bytearray()
-    while value >= 0x80:
-        out.append((value & 0x7F) | 0x80)
-        value >>= 7
-    out.append(value)
-    return bytes(out)
-
-
-def _put_string(out: bytearray, value: str, what: str) -> None:
-    raw = value.encode("utf-8")
-    if len(raw) > _MAX_STRING:
-        raise ValueError(f"{what} of {len(raw)} bytes is longer than {_MAX_STRING}")
-    out += _uvarint(len(raw) + 1) + raw
-
-
-def _put_bytes(out: bytearray, value: bytes | None) -> None:
-    out += b"\x00" if value is None else _uvarint(len(value) + 1) + value
-
-
-def _put_tags(out: bytearray, fields: list[tuple[int, bytes]]) -> None:
-    out += _uvarint(len(fields))
-    for tag, value in fields:
-        out += _uvarint(tag) + _uvarint(len(value)) + value
-
-
 def _put_partition(out: bytearray, tp: TopicIdPartition) -> None:
-    _put_string(out, tp.topic, "topic name")
-    out += tp.topic_id.bytes + _INT32.pack(tp.partition) + b"\x00"
+    put_string(out, tp.topic, "topic name")
+    out += tp.topic_id.bytes + INT32.pack(tp.partition) + EMPTY_TAGS
 
 
 def _put_segment_id(out: bytearray, segment: RemoteLogSegmentId) -> None:
     _put_partition(out, segment.partition)
-    out += segment.id.bytes + b"\x00"
+    out += segment.id.bytes + EMPTY_TAGS
 
 
 def _put_segment_body(
@@ -428,12 +324,12 @@ def _put_segment_body(
     out += _SEGMENT_FIXED.pack(
         m.start_offset, m.end_offset, m.broker_id, m.max_timestamp_ms, m.event_timestamp_ms
     )
-    out += _uvarint(len(m.segment_leader_epochs) + 1)
+    put_array_length(out, len(m.segment_leader_epochs))
     for epoch, offset in m.segment_leader_epochs:
-        out += _EPOCH_ENTRY.pack(epoch, offset) + b"\x00"
-    out += _INT32.pack(m.segment_size_in_bytes)
-    _put_bytes(out, m.custom_metadata)
-    out += _INT8.pack(m.state)
+        out += _EPOCH_ENTRY.pack(epoch, offset) + EMPTY_TAGS
+    out += INT32.pack(m.segment_size_in_bytes)
+    put_nullable_bytes(out, m.custom_metadata)
+    out += INT8.pack(m.state)
 
 
 def encode_metadata_record(
@@ -461,14 +357,15 @@ def encode_metadata_record(
         if api_key in (ApiKey.SEGMENT, ApiKey.SEGMENT_SNAPSHOT):
             raise ValueError(f"{api_key.name} has no EndOffset tag")
         _check("end offset", end_offset, INT64_MIN, INT64_MAX)
-    out = bytearray(_uvarint(FRAME_VERSION) + _uvarint(api_key) + _uvarint(version))
+    out = bytearray(encode_uvarint(FRAME_VERSION) + encode_uvarint(api_key))
+    out += encode_uvarint(version)
     fields: list[tuple[int, bytes]] = []
     if isinstance(payload, RemoteLogSegmentMetadataUpdate | RemotePartitionDeleteMetadata):
         if isinstance(payload, RemoteLogSegmentMetadataUpdate):
             _put_segment_id(out, payload.segment_id)
             out += _UPDATE_FIXED.pack(payload.broker_id, payload.event_timestamp_ms)
-            _put_bytes(out, payload.custom_metadata)
-            out += _INT8.pack(payload.state)
+            put_nullable_bytes(out, payload.custom_metadata)
+            out += INT8.pack(payload.state)
             schema = _UPDATE_TAGS
         else:
             _put_partition(out, payload.partition)
@@ -486,8 +383,8 @@ def encode_metadata_record(
         if payload.txn_index_empty:
             fields.append((_TAG_TXN_EMPTY, b"\x01"))
         if broker_leader_epoch is not None and broker_leader_epoch != 0:
-            fields.append((_TAG_SEGMENT_EPOCH, _INT32.pack(broker_leader_epoch)))
-    _put_tags(out, fields)
+            fields.append((_TAG_SEGMENT_EPOCH, INT32.pack(broker_leader_epoch)))
+    put_tags(out, fields)
     return bytes(out)
 
 

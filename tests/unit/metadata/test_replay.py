@@ -10,7 +10,7 @@ import pytest
 
 from gateway.errors import (
     CorruptDataError,
-    CorruptRecordError,
+    CorruptMetadataRecordError,
     InvalidStateTransitionError,
     RemoteResourceNotFoundError,
     UnknownTopicOrPartitionError,
@@ -139,18 +139,18 @@ def test_corrupt_record_stops_the_replay_naming_its_offset() -> None:
     records += stream(segment(SEG_B, 100), start=102)
     sink = FakeSink()
     stats = ReplayStats()
-    with pytest.raises(CorruptRecordError, match=r"offset 101: .*unknown apiKey 9") as info:
+    with pytest.raises(CorruptMetadataRecordError, match=r"offset 101: .*unknown apiKey 9") as info:
         replay(sink, records, stats)
-    assert isinstance(info.value.__cause__, CorruptRecordError)
+    assert isinstance(info.value.__cause__, CorruptMetadataRecordError)
     assert sink.applied == [segment(SEG_A, 0)]  # nothing after the corrupt record
     assert stats == ReplayStats(records=1, applied=1, last_offset=100)
 
 
 def test_truncated_and_null_values_are_corrupt() -> None:
     raw = encode_metadata_record(segment(SEG_A, 0))
-    with pytest.raises(CorruptRecordError, match="offset 7: "):
+    with pytest.raises(CorruptMetadataRecordError, match="offset 7: "):
         replay(FakeSink(), [(7, raw[:-1])])
-    with pytest.raises(CorruptRecordError, match="offset 3: null value"):
+    with pytest.raises(CorruptMetadataRecordError, match="offset 3: null value"):
         replay(FakeSink(), [(3, None)])
 
 

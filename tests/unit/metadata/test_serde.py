@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gateway.errors import CorruptRecordError, GatewayError
+from gateway.errors import CorruptMetadataRecordError, GatewayError
 from gateway.metadata.model import (
     PartitionDeleteState,
     RemoteLogSegmentId,
@@ -168,14 +168,14 @@ def test_partition_delete_v1_tags() -> None:
 
 
 def test_v1_tags_refused_in_version_0() -> None:
-    with pytest.raises(CorruptRecordError, match="tag 1 is not valid for version 0"):
+    with pytest.raises(CorruptMetadataRecordError, match="tag 1 is not valid for version 0"):
         decode_metadata_record(SEGMENT_GOLDEN[:-1] + h("01 01 04 00 00 00 09"))
-    with pytest.raises(CorruptRecordError, match="tag 0 is not valid for version 0"):
+    with pytest.raises(CorruptMetadataRecordError, match="tag 0 is not valid for version 0"):
         decode_metadata_record(UPDATE_GOLDEN[:-1] + h("01 00 04 00 00 00 05"))
 
 
 def test_known_tag_of_wrong_size_is_corrupt() -> None:
-    with pytest.raises(CorruptRecordError, match="tag 0 has 2 bytes, expected 1"):
+    with pytest.raises(CorruptMetadataRecordError, match="tag 0 has 2 bytes, expected 1"):
         decode_metadata_record(SEGMENT_GOLDEN[:-1] + h("01 00 02 01 01"))
 
 
@@ -221,7 +221,7 @@ def test_unknown_tags_are_skipped_everywhere() -> None:
     ],
 )
 def test_malformed_frames(raw: bytes, message: str) -> None:
-    with pytest.raises(CorruptRecordError, match=message):
+    with pytest.raises(CorruptMetadataRecordError, match=message):
         decode_metadata_record(raw)
 
 
@@ -247,7 +247,7 @@ def _segment_with(body_hex: str) -> bytes:
 )  # fmt: skip
 def test_model_and_structure_failures_are_typed(old: str, new: str, message: str) -> None:
     assert old in SEGMENT_BODY_HEX
-    with pytest.raises(CorruptRecordError, match=message) as info:
+    with pytest.raises(CorruptMetadataRecordError, match=message) as info:
         decode_metadata_record(_segment_with(SEGMENT_BODY_HEX.replace(old, new, 1)))
     if "outside" in message or "empty" in message or "repeats" in message:
         assert isinstance(info.value.__cause__, ValueError)
@@ -255,7 +255,7 @@ def test_model_and_structure_failures_are_typed(old: str, new: str, message: str
 
 def test_negative_partition_is_corrupt() -> None:
     raw = UPDATE_GOLDEN.replace(h("00 00 00 07"), h("FF FF FF FF"), 1)
-    with pytest.raises(CorruptRecordError, match="partition -1 is outside"):
+    with pytest.raises(CorruptMetadataRecordError, match="partition -1 is outside"):
         decode_metadata_record(raw)
 
 
@@ -422,7 +422,7 @@ def test_round_trip_and_independent_assembler(record: MetadataRecord) -> None:
 def test_every_truncation_is_corrupt(record: MetadataRecord) -> None:
     raw = encode_record(record)
     for cut in range(len(raw)):
-        with pytest.raises(CorruptRecordError):
+        with pytest.raises(CorruptMetadataRecordError):
             decode_metadata_record(raw[:cut])
 
 
