@@ -32,6 +32,7 @@ bench: $(VENV)/.installed-dev
 	$(BIN)/python -m tests.bench.bench_remote
 	$(BIN)/python -m tests.bench.bench_indexcache
 	$(BIN)/python -m tests.bench.bench_s3
+	$(BIN)/python -m tests.bench.bench_metadata
 
 lint: $(VENV)/.installed-dev
 	$(BIN)/ruff check gateway indexcache tests
