@@ -24,6 +24,7 @@ import uuid
 from bisect import bisect_right
 from dataclasses import dataclass, field, replace
 from enum import IntEnum
+from typing import Protocol
 
 from gateway.errors import InvalidStateTransitionError
 from gateway.remote.keys import encode_uuid
@@ -111,9 +112,50 @@ def check_partition_transition(
         )
 
 
-def _check(name: str, value: int, lo: int, hi: int) -> None:
+def check_int(name: str, value: int, lo: int, hi: int) -> None:
+    """``ValueError`` unless ``value`` is an int (not a bool) in ``[lo, hi]``."""
     if isinstance(value, bool) or not isinstance(value, int) or not lo <= value <= hi:
         raise ValueError(f"{name} {value!r} is outside [{lo}, {hi}]")
+
+
+_check = check_int
+
+
+class _SegmentFields(Protocol):
+    @property
+    def start_offset(self) -> int: ...
+    @property
+    def end_offset(self) -> int: ...
+    @property
+    def max_timestamp_ms(self) -> int: ...
+    @property
+    def broker_id(self) -> int: ...
+    @property
+    def event_timestamp_ms(self) -> int: ...
+    @property
+    def segment_size_in_bytes(self) -> int: ...
+    @property
+    def segment_leader_epochs(self) -> tuple[tuple[int, int], ...]: ...
+
+
+def check_segment_fields(meta: _SegmentFields, what: str) -> tuple[tuple[int, int], ...]:
+    """The range checks every segment record shares (the metadata and the snapshot record);
+    returns the leader epochs sorted by epoch."""
+    _check("start offset", meta.start_offset, 0, INT64_MAX)
+    _check("end offset", meta.end_offset, meta.start_offset, INT64_MAX)
+    _check("max timestamp", meta.max_timestamp_ms, INT64_MIN, INT64_MAX)
+    _check("broker id", meta.broker_id, INT32_MIN, INT32_MAX)
+    _check("event timestamp", meta.event_timestamp_ms, INT64_MIN, INT64_MAX)
+    _check("segment size", meta.segment_size_in_bytes, 0, INT32_MAX)
+    epochs = tuple(sorted((int(e), int(o)) for e, o in meta.segment_leader_epochs))
+    if not epochs:
+        raise ValueError(f"{what}segment_leader_epochs is empty")
+    for epoch, offset in epochs:
+        _check("leader epoch", epoch, 0, INT32_MAX)
+        _check("leader epoch start offset", offset, 0, INT64_MAX)
+    if len({e for e, _ in epochs}) != len(epochs):
+        raise ValueError(f"{what}segment_leader_epochs repeats an epoch")
+    return epochs
 
 
 @dataclass(frozen=True, slots=True, order=True)
@@ -165,21 +207,8 @@ class RemoteLogSegmentMetadata:
     txn_index_empty: bool = False
 
     def __post_init__(self) -> None:
-        _check("start offset", self.start_offset, 0, INT64_MAX)
-        _check("end offset", self.end_offset, self.start_offset, INT64_MAX)
-        _check("max timestamp", self.max_timestamp_ms, INT64_MIN, INT64_MAX)
-        _check("broker id", self.broker_id, INT32_MIN, INT32_MAX)
-        _check("event timestamp", self.event_timestamp_ms, INT64_MIN, INT64_MAX)
-        _check("segment size", self.segment_size_in_bytes, 0, INT32_MAX)
+        epochs = check_segment_fields(self, f"segment {self.segment_id}: ")
         object.__setattr__(self, "state", SegmentState(self.state))
-        epochs = tuple(sorted((int(e), int(o)) for e, o in self.segment_leader_epochs))
-        if not epochs:
-            raise ValueError(f"segment {self.segment_id}: segment_leader_epochs is empty")
-        for epoch, offset in epochs:
-            _check("leader epoch", epoch, 0, INT32_MAX)
-            _check("leader epoch start offset", offset, 0, INT64_MAX)
-        if len({e for e, _ in epochs}) != len(epochs):
-            raise ValueError(f"segment {self.segment_id}: segment_leader_epochs repeats an epoch")
         object.__setattr__(self, "segment_leader_epochs", epochs)
 
     @property

@@ -82,6 +82,8 @@ from gateway.metadata.model import (
     RemotePartitionDeleteMetadata,
     SegmentState,
     TopicIdPartition,
+    check_int,
+    check_segment_fields,
 )
 
 __all__ = [
@@ -128,9 +130,7 @@ _SegmentBody = tuple[
 ]
 
 
-def _check(name: str, value: int, lo: int, hi: int) -> None:
-    if isinstance(value, bool) or not isinstance(value, int) or not lo <= value <= hi:
-        raise ValueError(f"{name} {value!r} is outside [{lo}, {hi}]")
+_check = check_int
 
 
 @dataclass(frozen=True, slots=True)
@@ -153,21 +153,8 @@ class RemoteLogSegmentMetadataSnapshot:
     def __post_init__(self) -> None:
         if not isinstance(self.segment_id, uuid.UUID):
             raise ValueError("segment id must be a uuid.UUID")
-        _check("start offset", self.start_offset, 0, INT64_MAX)
-        _check("end offset", self.end_offset, self.start_offset, INT64_MAX)
-        _check("max timestamp", self.max_timestamp_ms, INT64_MIN, INT64_MAX)
-        _check("broker id", self.broker_id, INT32_MIN, INT32_MAX)
-        _check("event timestamp", self.event_timestamp_ms, INT64_MIN, INT64_MAX)
-        _check("segment size", self.segment_size_in_bytes, 0, INT32_MAX)
+        epochs = check_segment_fields(self, "")
         object.__setattr__(self, "state", SegmentState(self.state))
-        epochs = tuple(sorted((int(e), int(o)) for e, o in self.segment_leader_epochs))
-        if not epochs:
-            raise ValueError("segment_leader_epochs is empty")
-        for epoch, offset in epochs:
-            _check("leader epoch", epoch, 0, INT32_MAX)
-            _check("leader epoch start offset", offset, 0, INT64_MAX)
-        if len({e for e, _ in epochs}) != len(epochs):
-            raise ValueError("segment_leader_epochs repeats an epoch")
         object.__setattr__(self, "segment_leader_epochs", epochs)
 
 
