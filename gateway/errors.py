@@ -173,6 +173,21 @@ class InvalidRequestError(GatewayError):
         self.parameter = parameter
 
 
+class NotAcceptableError(GatewayError):
+    """No representation the client accepts (the ``Accept`` header)."""
+
+    status = 406
+    code = "not_acceptable"
+
+
+class NotReadyError(GatewayError):
+    """The catalog has not been loaded yet."""
+
+    status = 503
+    code = "not_ready"
+    retriable = True
+
+
 class OffsetOutOfRangeError(GatewayError):
     """The offset is outside the remote tier (Kafka's OFFSET_OUT_OF_RANGE); carries the
     remote log start offset and the end offset (one past the highest) for the client."""

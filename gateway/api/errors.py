@@ -20,25 +20,14 @@ from fastapi.exceptions import RequestValidationError
 from starlette.exceptions import HTTPException
 from starlette.responses import Response
 
-from gateway.errors import GatewayError, InvalidRequestError, OffsetOutOfRangeError
+from gateway.errors import (
+    GatewayError,
+    InvalidRequestError,
+    OffsetOutOfRangeError,
+)
 
 RETRY_AFTER_S: Final = 1
 INTERNAL_MESSAGE: Final = "internal error; the gateway logged the details"
-
-
-class NotAcceptableError(GatewayError):
-    """No representation the client accepts (the ``Accept`` header)."""
-
-    status = 406
-    code = "not_acceptable"
-
-
-class NotReadyError(GatewayError):
-    """The catalog has not been loaded yet."""
-
-    status = 503
-    code = "not_ready"
-    retriable = True
 
 
 class HttpRoutingError(GatewayError):

@@ -6,10 +6,10 @@ from fastapi import APIRouter
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from starlette.responses import Response
 
-from gateway.api.errors import NotReadyError
 from gateway.api.models import Status, error_responses
 from gateway.api.observe import HttpMetrics
 from gateway.api.params import ServiceDep
+from gateway.errors import NotReadyError
 
 
 def router(metrics: HttpMetrics) -> APIRouter:

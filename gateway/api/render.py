@@ -15,7 +15,7 @@ from typing import Any, Final, TypeVar
 import anyio.to_thread
 import orjson
 
-from gateway.api.errors import NotAcceptableError
+from gateway.errors import NotAcceptableError
 from gateway.remote.keys import encode_uuid
 from gateway.service.types import FetchedRecord, FetchResult, PartitionInfo, SegmentInfo
 

@@ -10,11 +10,13 @@ from fastapi import FastAPI
 from fastapi.testclient import TestClient
 
 import gateway.errors
-from gateway.api.errors import HttpRoutingError, NotAcceptableError, NotReadyError
+from gateway.api.errors import HttpRoutingError
 from gateway.errors import (
     CorruptManifestError,
     GatewayError,
     InvalidRequestError,
+    NotAcceptableError,
+    NotReadyError,
     OffsetOutOfRangeError,
 )
 from tests.unit.api.fake import FakeService
