@@ -20,6 +20,7 @@ from typing import Final, TypeVar
 
 from gateway.errors import (
     ConfigurationError,
+    GatewayError,
     InvalidKeyError,
     ObjectNotFoundError,
     StorageError,
@@ -31,6 +32,40 @@ T = TypeVar("T")
 
 TMP_PREFIX: Final = ".tiered-gateway-tmp-"
 _TRANSIENT: Final = frozenset({errno.EIO, errno.EAGAIN, errno.EINTR, errno.ETIMEDOUT})
+
+
+def key_path(root: Path, key: str) -> Path:
+    """The file for ``key`` under ``root`` (resolved); touches the filesystem (resolve), so
+    async callers run it in a thread. Refuses keys that are not plain relative paths."""
+    parts = key.split("/")
+    if (
+        not key
+        or key.startswith("/")
+        or "\\" in key
+        or "\x00" in key
+        or any(p in ("", ".", "..") for p in parts)
+        or parts[-1].startswith(TMP_PREFIX)
+    ):
+        raise InvalidKeyError(f"object key {key!r} is not a plain relative path")
+    path = root.joinpath(*parts)
+    try:
+        resolved = path.resolve()
+    except (RuntimeError, OSError) as exc:  # a symlink loop (RuntimeError on 3.11)
+        raise InvalidKeyError(f"object key {key!r} cannot be resolved") from exc
+    if resolved != root and root not in resolved.parents:
+        raise InvalidKeyError(f"object key {key!r} resolves outside the store root")
+    return path
+
+
+def translate_os_error(key: str, exc: OSError) -> GatewayError:
+    """An ``OSError`` from reading or writing ``key`` as a storage-tree error."""
+    if isinstance(exc, (FileNotFoundError, IsADirectoryError, NotADirectoryError)):
+        return ObjectNotFoundError(f"object {key!r} not found")
+    if isinstance(exc, PermissionError):
+        return ConfigurationError(f"access denied to object {key!r}: {exc.strerror}")
+    if exc.errno in _TRANSIENT:
+        return StorageUnavailableError(f"reading {key!r}: {exc.strerror}")
+    return StorageError(f"object {key!r}: {exc.strerror}")
 
 
 class FilesystemStore:
@@ -51,25 +86,7 @@ class FilesystemStore:
     # --- keys ----------------------------------------------------------------------------
 
     def _path(self, key: str) -> Path:
-        """The file for ``key``; touches the filesystem (resolve), so call it in a thread."""
-        parts = key.split("/")
-        if (
-            not key
-            or key.startswith("/")
-            or "\\" in key
-            or "\x00" in key
-            or any(p in ("", ".", "..") for p in parts)
-            or parts[-1].startswith(TMP_PREFIX)
-        ):
-            raise InvalidKeyError(f"object key {key!r} is not a plain relative path")
-        path = self._root.joinpath(*parts)
-        try:
-            resolved = path.resolve()
-        except (RuntimeError, OSError) as exc:  # a symlink loop (RuntimeError on 3.11)
-            raise InvalidKeyError(f"object key {key!r} cannot be resolved") from exc
-        if resolved != self._root and self._root not in resolved.parents:
-            raise InvalidKeyError(f"object key {key!r} resolves outside the store root")
-        return path
+        return key_path(self._root, key)
 
     def _key(self, path: Path) -> str:
         return path.relative_to(self._root).as_posix()
@@ -80,14 +97,8 @@ class FilesystemStore:
     async def _run(key: str, fn: Callable[[], T]) -> T:
         try:
             return await asyncio.to_thread(fn)
-        except (FileNotFoundError, IsADirectoryError, NotADirectoryError) as exc:
-            raise ObjectNotFoundError(f"object {key!r} not found") from exc
-        except PermissionError as exc:
-            raise ConfigurationError(f"access denied to object {key!r}: {exc.strerror}") from exc
         except OSError as exc:
-            if exc.errno in _TRANSIENT:
-                raise StorageUnavailableError(f"reading {key!r}: {exc.strerror}") from exc
-            raise StorageError(f"object {key!r}: {exc.strerror}") from exc
+            raise translate_os_error(key, exc) from exc
 
     # --- the protocol --------------------------------------------------------------------
 

@@ -1,0 +1,234 @@
+"""Synchronous object stores, for Spark executors and batch jobs that run without an event loop.
+
+The same contract as :class:`gateway.storage.base.ObjectStore` (half-open ranges, a range past
+the end returns what exists, the :mod:`gateway.errors` storage tree), read-only, blocking. The
+S3 store is a plain boto3 client (botocore's retries off, as the async store: callers retry with
+:class:`gateway.storage.retry.RetryPolicy`); the filesystem store shares its key checks and error
+mapping with :class:`gateway.storage.filesystem.FilesystemStore`. A store is picklable as its
+:class:`SyncStoreSpec`, so the driver ships the spec and each executor opens its own client.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol, TypeVar
+from urllib.parse import unquote, urlparse
+
+import boto3
+import botocore.exceptions
+from botocore.config import Config
+
+from gateway.errors import ConfigurationError, GatewayError, StorageUnavailableError
+from gateway.storage.base import ObjectInfo
+from gateway.storage.filesystem import TMP_PREFIX, key_path, translate_os_error
+from gateway.storage.s3_errors import translate
+
+T = TypeVar("T")
+
+
+class SyncObjectStore(Protocol):
+    """The read side of a bucket, blocking."""
+
+    def get_range(self, key: str, start: int, end: int) -> bytes:
+        """Bytes ``[start, end)`` of the object (fewer if it ends first)."""
+        ...
+
+    def get(self, key: str) -> bytes: ...
+
+    def head(self, key: str) -> ObjectInfo: ...
+
+    def list(self, prefix: str) -> Iterator[ObjectInfo]:
+        """Objects whose key starts with ``prefix``, in UTF-8 byte order of their keys."""
+        ...
+
+    def close(self) -> None: ...
+
+
+@dataclass(frozen=True, slots=True)
+class SyncStoreSpec:
+    """How to open a store: small and picklable, what the driver sends to executors."""
+
+    url: str
+    endpoint_url: str | None = None
+    region: str | None = None
+    path_style: bool = False
+
+    def open(self) -> SyncObjectStore:
+        parsed = urlparse(self.url)
+        if parsed.scheme == "s3":
+            if not parsed.netloc or parsed.path not in ("", "/"):
+                raise ConfigurationError(f"store URL {self.url!r}: expected s3://bucket")
+            return SyncS3Store(parsed.netloc, self.endpoint_url, self.region, self.path_style)
+        if parsed.scheme == "file":
+            if parsed.netloc not in ("", "localhost"):
+                raise ConfigurationError(f"store URL {self.url!r}: file URLs take no host")
+            path = Path(unquote(parsed.path))
+            if not path.is_absolute():
+                raise ConfigurationError(f"store URL {self.url!r}: the path must be absolute")
+            return SyncFilesystemStore(path)
+        raise ConfigurationError(
+            f"store URL {self.url!r}: unsupported scheme {parsed.scheme!r} "
+            "(supported: file:///absolute/dir, s3://bucket)"
+        )
+
+
+def _check_range(start: int, end: int) -> None:
+    if start < 0 or end < start:
+        raise ValueError(f"invalid range [{start}, {end})")
+
+
+class SyncFilesystemStore:
+    """A local directory as a bucket (``file:///abs/dir``)."""
+
+    def __init__(self, root: Path) -> None:
+        if not root.is_absolute():
+            raise ConfigurationError(f"filesystem store root must be absolute, got {root}")
+        self._root = root.resolve()
+
+    def __repr__(self) -> str:
+        return f"SyncFilesystemStore({str(self._root)!r})"
+
+    @staticmethod
+    def _run(key: str, fn: Callable[[], T]) -> T:
+        try:
+            return fn()
+        except OSError as exc:
+            raise translate_os_error(key, exc) from exc
+
+    def get_range(self, key: str, start: int, end: int) -> bytes:
+        _check_range(start, end)
+
+        def read() -> bytes:
+            fd = os.open(key_path(self._root, key), os.O_RDONLY)
+            try:
+                return os.pread(fd, end - start, start)
+            finally:
+                os.close(fd)
+
+        return self._run(key, read)
+
+    def get(self, key: str) -> bytes:
+        return self._run(key, lambda: key_path(self._root, key).read_bytes())
+
+    def head(self, key: str) -> ObjectInfo:
+        def stat() -> ObjectInfo:
+            path = key_path(self._root, key)
+            st = path.stat()
+            if not path.is_file():
+                raise IsADirectoryError(key)
+            return ObjectInfo(key, st.st_size, st.st_mtime)
+
+        return self._run(key, stat)
+
+    def list(self, prefix: str) -> Iterator[ObjectInfo]:
+        base_dir = prefix.rsplit("/", 1)[0] if "/" in prefix else ""
+        if base_dir:
+            key_path(self._root, base_dir)  # refuses prefixes that leave the root
+        start = self._root.joinpath(*base_dir.split("/")) if base_dir else self._root
+
+        def walk() -> list[ObjectInfo]:
+            found: list[ObjectInfo] = []
+            for dirpath, _dirs, files in os.walk(start):
+                for name in files:
+                    if name.startswith(TMP_PREFIX):
+                        continue
+                    path = Path(dirpath, name)
+                    key = path.relative_to(self._root).as_posix()
+                    if key.startswith(prefix):
+                        st = path.stat()
+                        found.append(ObjectInfo(key, st.st_size, st.st_mtime))
+            found.sort(key=lambda info: info.key.encode())
+            return found
+
+        yield from self._run(prefix, walk)
+
+    def close(self) -> None:
+        return None
+
+
+class SyncS3Store:
+    """One S3 bucket through a boto3 client (thread-safe; one per executor process)."""
+
+    def __init__(
+        self,
+        bucket: str,
+        endpoint_url: str | None = None,
+        region: str | None = None,
+        path_style: bool = False,
+    ) -> None:
+        self._bucket = bucket
+        config = Config(
+            retries={"max_attempts": 1, "mode": "standard"},
+            s3={"addressing_style": "path" if path_style else "auto"},
+            max_pool_connections=32,
+        )
+        self._client: Any = boto3.session.Session().client(
+            "s3", endpoint_url=endpoint_url, region_name=region, config=config
+        )
+
+    def __repr__(self) -> str:
+        return f"SyncS3Store(bucket={self._bucket!r})"
+
+    def _call(self, what: str, fn: Callable[[], T]) -> T:
+        try:
+            return fn()
+        except GatewayError:
+            raise
+        except Exception as exc:
+            raise translate(exc, what) from exc
+
+    def _read(self, what: str, **kwargs: Any) -> bytes:
+        def fetch() -> bytes:
+            try:
+                resp = self._client.get_object(Bucket=self._bucket, **kwargs)
+            except botocore.exceptions.ClientError as exc:
+                if "Range" in kwargs and exc.response.get("Error", {}).get("Code") == (
+                    "InvalidRange"
+                ):
+                    return b""  # the range starts past the end, as a file read
+                raise
+            with resp["Body"] as body:
+                data: bytes = body.read()
+            expected = int(resp.get("ContentLength", len(data)))
+            if len(data) != expected:
+                raise StorageUnavailableError(
+                    f"{what}: body of {len(data)} bytes, expected {expected}"
+                )
+            return data
+
+        return self._call(what, fetch)
+
+    def get_range(self, key: str, start: int, end: int) -> bytes:
+        _check_range(start, end)
+        if end == start:
+            return b""
+        what = f"GET s3://{self._bucket}/{key} bytes={start}-{end - 1}"
+        return self._read(what, Key=key, Range=f"bytes={start}-{end - 1}")
+
+    def get(self, key: str) -> bytes:
+        return self._read(f"GET s3://{self._bucket}/{key}", Key=key)
+
+    def head(self, key: str) -> ObjectInfo:
+        what = f"HEAD s3://{self._bucket}/{key}"
+        resp = self._call(what, lambda: self._client.head_object(Bucket=self._bucket, Key=key))
+        return ObjectInfo(key, int(resp["ContentLength"]), resp["LastModified"].timestamp())
+
+    def list(self, prefix: str) -> Iterator[ObjectInfo]:
+        what = f"LIST s3://{self._bucket}/{prefix}"
+        pages = self._client.get_paginator("list_objects_v2").paginate(
+            Bucket=self._bucket, Prefix=prefix
+        )
+        try:
+            for page in pages:
+                for obj in page.get("Contents", []):
+                    yield ObjectInfo(obj["Key"], int(obj["Size"]), obj["LastModified"].timestamp())
+        except GatewayError:
+            raise
+        except Exception as exc:
+            raise translate(exc, what) from exc
+
+    def close(self) -> None:
+        self._client.close()
