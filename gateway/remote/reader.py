@@ -120,7 +120,8 @@ class ReadCounters:
                 self.get_latency_buckets[i] += 1
 
 
-def _detransform(data: bytes, get: RangeGet, transform: ChunkTransform) -> list[bytes]:
+def detransform_get(data: bytes, get: RangeGet, transform: ChunkTransform) -> list[bytes]:
+    """The original bytes of each chunk ``get`` carries, from the stored bytes it fetched."""
     view = memoryview(data)
     out = []
     for chunk in get.chunks:
@@ -253,7 +254,7 @@ class SegmentReader:
             data = await self._get(key, get.start, get.end, deadline)
             if transform.is_identity and len(get.chunks) == 1:
                 return [data]
-            return await loop.run_in_executor(self._executor, _detransform, data, get, transform)
+            return await loop.run_in_executor(self._executor, detransform_get, data, get, transform)
 
         decoded = await _all_or_nothing([fetch(g) for g in plan_gets(chunks, self._max_get_bytes)])
         pieces = [piece for group in decoded for piece in group]
@@ -265,23 +266,31 @@ class SegmentReader:
     ) -> dict[IndexType, bytes | None]:
         """The five pieces of the ``.indexes`` object, each detransformed on its own
         (``None`` for an absent transaction index), from one GET."""
-        layout, transform = segment.manifest.segment_indexes, segment.transform
         key = segment.key.with_suffix(Suffix.INDEXES).key
-        # Each piece is read at its own position and size, as the plugin does; positions are
-        # cumulative when the plugin writes them, but nothing here relies on it.
-        pieces = {kind: layout[kind] for kind in IndexType}
-        end = max((p.end for p in pieces.values() if p is not None), default=0)
+        end = indexes_end(segment)
         data = await self._get(key, 0, end, deadline)
         loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(self._executor, split_indexes, data, segment)
 
-        def split() -> dict[IndexType, bytes | None]:
-            out: dict[IndexType, bytes | None] = {}
-            for kind, piece in pieces.items():
-                out[kind] = (
-                    None
-                    if piece is None
-                    else detransform_index_piece(data[piece.position : piece.end], transform)
-                )
-            return out
 
-        return await loop.run_in_executor(self._executor, split)
+def indexes_end(segment: RemoteSegment) -> int:
+    """How many bytes of the ``.indexes`` object hold the five pieces."""
+    layout = segment.manifest.segment_indexes
+    return max((p.end for p in (layout[k] for k in IndexType) if p is not None), default=0)
+
+
+def split_indexes(data: bytes, segment: RemoteSegment) -> dict[IndexType, bytes | None]:
+    """The five pieces of a fetched ``.indexes`` object, each detransformed on its own
+    (``None`` for an absent transaction index). Each piece is read at its own position and
+    size, as the plugin does; positions are cumulative when the plugin writes them, but nothing
+    here relies on it."""
+    layout, transform = segment.manifest.segment_indexes, segment.transform
+    out: dict[IndexType, bytes | None] = {}
+    for kind in IndexType:
+        piece = layout[kind]
+        out[kind] = (
+            None
+            if piece is None
+            else detransform_index_piece(data[piece.position : piece.end], transform)
+        )
+    return out

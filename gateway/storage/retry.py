@@ -101,6 +101,34 @@ class Retrier:
             self.counters.retries += 1
             await asyncio.sleep(delay)
 
+    def run_blocking(self, what: str, op: Callable[[], T], deadline: Deadline) -> T:
+        """:meth:`run` for blocking callers (Spark executors, batch jobs): the same attempts,
+        backoff and deadline; an attempt is bounded by the client's own socket timeouts."""
+        attempt = 0
+        while True:
+            attempt += 1
+            if deadline.remaining() <= 0:
+                self.counters.deadline_exceeded += 1
+                raise DeadlineExceededError(f"{what}: deadline passed before attempt {attempt}")
+            self.counters.attempts += 1
+            try:
+                return op()
+            except GatewayError as exc:
+                if not exc.retriable:
+                    self.counters.failures += 1
+                    raise
+                if attempt >= self.policy.max_attempts:
+                    self.counters.failures += 1
+                    raise
+                delay = self.policy.backoff(attempt, self.rng)
+                if delay >= deadline.remaining():
+                    self.counters.deadline_exceeded += 1
+                    raise DeadlineExceededError(
+                        f"{what}: deadline passes before retry {attempt} could start"
+                    ) from exc
+            self.counters.retries += 1
+            time.sleep(delay)
+
 
 async def wait_within(aw: Awaitable[T], deadline: Deadline, what: str) -> T:
     """Wait for a shared result without cancelling it: the waiter gives up at its own deadline

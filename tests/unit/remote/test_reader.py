@@ -33,6 +33,7 @@ from gateway.remote.keyring import KeyRing
 from gateway.remote.keys import Suffix
 from gateway.remote.manifest import IndexType, SegmentIndex, parse_manifest
 from gateway.remote.reader import RemoteSegment, SegmentReader, plan_gets
+from gateway.remote.sync_reader import SyncSegmentReader
 from gateway.remote.tiering import (
     LocalSegment,
     SegmentObjects,
@@ -46,6 +47,7 @@ from gateway.remote.tiering import (
 from gateway.storage.base import ObjectStore
 from gateway.storage.filesystem import FilesystemStore
 from gateway.storage.retry import Deadline, Retrier, RetryPolicy
+from gateway.storage.sync import SyncFilesystemStore
 
 TOPIC_ID = uuid.UUID("6b1c4bd6-6d1f-4a4e-9f0e-6a2f1f0f6b1c")
 
@@ -419,3 +421,87 @@ async def test_index_pieces_are_read_at_their_own_positions(
     )
     assert pieces[IndexType.OFFSET] == segment.offset_index
     assert pieces[IndexType.LEADER_EPOCH] == segment.leader_epoch_checkpoint
+
+
+@pytest.mark.parametrize(
+    "options", COMBINATIONS, ids=lambda o: "-".join(f"{k}={v}" for k, v in o.items())
+)
+@pytest.mark.parametrize("chunk_size", [1, 100, 4096])
+async def test_sync_reader_reads_the_same_bytes(
+    tmp_path: Path,
+    segment: LocalSegment,
+    keys: KeyRing,
+    options: dict[str, object],
+    chunk_size: int,
+) -> None:
+    store = FilesystemStore(tmp_path)
+    _, remote = await _tiered(store, segment, keys, chunk_size=chunk_size, **options)
+    reader = SyncSegmentReader(SyncFilesystemStore(tmp_path), max_get_bytes=3000)
+    log = segment.log
+    assert reader.read_range(remote, 0, len(log)) == log
+    rng = random.Random(chunk_size)
+    for _ in range(25):
+        start = rng.randrange(0, len(log))
+        end = rng.randrange(start, len(log) + 50)
+        assert reader.read_range(remote, start, end) == log[start:end]
+    assert all(len(p) <= 3000 or chunk_size > 3000 for p in reader.iter_range(remote, 0, len(log)))
+    assert reader.read_range(remote, len(log), len(log) + 10) == b""
+    pieces = reader.read_indexes(remote)
+    assert pieces[IndexType.OFFSET] == segment.offset_index
+    assert pieces[IndexType.TRANSACTION] == segment.txn_index
+    chunks = remote.manifest.chunk_index.chunks_for_range(0, len(log))
+    got = list(reader.iter_chunks(remote, chunks))
+    assert [c for c, _ in got] == list(chunks)
+    assert b"".join(p for _, p in got) == log
+
+
+async def test_sync_reader_flipped_byte_and_short_object(
+    tmp_path: Path, segment: LocalSegment, keys: KeyRing
+) -> None:
+    store = FilesystemStore(tmp_path)
+    objects, remote = await _tiered(store, segment, keys, chunk_size=4096, encrypt_with="new")
+    path = tmp_path / objects.key.key
+    data = bytearray(path.read_bytes())
+    data[5000] ^= 1
+    path.write_bytes(bytes(data))
+    reader = SyncSegmentReader(SyncFilesystemStore(tmp_path))
+    with pytest.raises(IntegrityError):
+        reader.read_range(remote, 0, remote.size)
+    path.write_bytes(bytes(data[:4000]))
+    with pytest.raises(CorruptDataError, match="shorter than its manifest"):
+        reader.read_range(remote, 0, remote.size)
+    path.unlink()
+    with pytest.raises(ObjectNotFoundError):
+        reader.read_range(remote, 0, 10)
+
+
+def test_blocking_retries_transient_faults_then_gives_up() -> None:
+    calls = []
+
+    def flaky() -> bytes:
+        calls.append(1)
+        if len(calls) < 3:
+            raise StorageUnavailableError("503 SlowDown")
+        return b"ok"
+
+    policy = RetryPolicy(max_attempts=5, base_delay=0.001, max_delay=0.002)
+    assert Retrier(policy).run_blocking("GET k", flaky, Deadline.after(5)) == b"ok"
+    assert len(calls) == 3
+
+    def down() -> bytes:
+        calls.append(1)
+        raise StorageUnavailableError("503 SlowDown")
+
+    calls.clear()
+    with pytest.raises(StorageUnavailableError):
+        Retrier(policy).run_blocking("GET k", down, Deadline.after(5))
+    assert len(calls) == 5
+
+    def missing() -> bytes:
+        calls.append(1)
+        raise ObjectNotFoundError("gone")
+
+    calls.clear()
+    with pytest.raises(ObjectNotFoundError):
+        Retrier(policy).run_blocking("GET k", missing, Deadline.after(5))
+    assert len(calls) == 1
