@@ -1,0 +1,28 @@
+"""One real local SparkSession (``local[2]``, bound to 127.0.0.1) for the Spark tests."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+
+import pytest
+from pyspark.sql import SparkSession
+
+
+@pytest.fixture(scope="session")
+def spark() -> Iterator[SparkSession]:
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    session = (
+        SparkSession.builder.master("local[2]")
+        .appName("tiered-gateway-tests")
+        .config("spark.driver.bindAddress", "127.0.0.1")
+        .config("spark.ui.enabled", "false")
+        .config("spark.sql.shuffle.partitions", "2")
+        .config("spark.sql.execution.arrow.pyspark.enabled", "true")
+        .getOrCreate()
+    )
+    session.sparkContext.setLogLevel("ERROR")
+    try:
+        yield session
+    finally:
+        session.stop()
