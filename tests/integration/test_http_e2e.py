@@ -10,12 +10,7 @@ from __future__ import annotations
 
 import base64
 import json
-import os
-import subprocess
-import sys
-import time
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import httpx
@@ -24,7 +19,7 @@ from kafka.record import MemoryRecords
 from prometheus_client.parser import text_string_to_metric_families
 
 from gateway.demo import DemoBucket, write_demo_bucket
-from tests.unit.api.server import free_port
+from tests.integration.serve import serve_process
 from tests.unit.service.test_service_demo import Expected, expected_records
 
 RECORDS = "/v1/topics/{topic}/partitions/{partition}/records"
@@ -37,53 +32,9 @@ def demo(tmp_path_factory: pytest.TempPathFactory) -> DemoBucket:
 
 @pytest.fixture(scope="module")
 def base_url(demo: DemoBucket, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    port = free_port()
     log_path = tmp_path_factory.mktemp("http-e2e-log") / "serve.log"
-    env = {k: v for k, v in os.environ.items() if not k.startswith("TIERED_GATEWAY_")}
-    with log_path.open("wb") as log:
-        proc = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "gateway.cli",
-                "serve",
-                *demo.serve_args,
-                "--port",
-                str(port),
-                "--log-level",
-                "warning",
-                "--rescan-interval-s",
-                "0",
-            ],
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            env=env,
-        )
-    url = f"http://127.0.0.1:{port}"
-    try:
-        _wait_ready(url, proc, log_path)
+    with serve_process([*demo.serve_args, "--rescan-interval-s", "0"], log_path) as url:
         yield url
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-
-
-def _wait_ready(url: str, proc: subprocess.Popen[bytes], log_path: Path) -> None:
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise RuntimeError(f"serve exited with {proc.returncode}:\n{log_path.read_text()}")
-        try:
-            if httpx.get(f"{url}/readyz", timeout=1).status_code == 200:
-                return
-        except httpx.TransportError:
-            pass
-        time.sleep(0.05)
-    raise RuntimeError(f"serve did not become ready:\n{log_path.read_text()}")
 
 
 @pytest.fixture

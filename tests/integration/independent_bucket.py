@@ -1,0 +1,277 @@
+"""A bucket whose every batch comes from an independent encoder, for end-to-end tests.
+
+Batches are built by kafka-python's and aiokafka's record builders (``tests.unit.kafka.
+independent``); the broker-side rewrites (leader epoch, LogAppendTime, control markers) are
+applied as a broker would; :class:`~gateway.kafka.writer.SegmentWriter` lays the bytes down as a
+broker's segment files and the tiering writer uploads them with every transform combination.
+What the gateway must return is kept from the *inputs* (:class:`Written`), never from decoding
+the segments, so a decoder bug cannot hide behind its own expectations.
+
+Every partition has: all five producer codecs, LogAppendTime batches, headers and nulls in
+keys, values and header values, one record larger than any small ``max_bytes``, committed and
+aborted transactions interleaved with plain batches, three leader epochs, several segments,
+and one segment uploaded twice (the re-upload by the next leader displaces the first).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import random
+import struct
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Final
+
+from Crypto.PublicKey import RSA
+
+from gateway.kafka.codecs import Codec
+from gateway.kafka.writer import SegmentWriter
+from gateway.remote.keyring import KeyRing
+from gateway.remote.tiering import (
+    SegmentObjects,
+    TieringOptions,
+    build_segment_objects,
+    read_segment_dir,
+    segment_metadata,
+    upload_segment,
+)
+from gateway.storage.base import ObjectStore
+from tests.unit.kafka.independent import Rec, as_broker, build
+
+KEY_ID: Final = "e2e"
+KEY_PREFIX: Final = "tiered/"
+BASE_TS: Final = 1_700_000_000_000
+BIG_VALUE: Final = 40_000  # one record larger than any small max_bytes
+BATCHES: Final = 43  # the last transaction ends before the log does, as tiering needs
+ROLL_EVERY: Final = 11  # four segments per partition
+EPOCH_AT: Final = {0: 0, 14: 2, 30: 5}  # batch index -> new leader epoch
+REUPLOADED_SEGMENT: Final = 1
+CODECS: Final = (Codec.NONE, Codec.GZIP, Codec.SNAPPY, Codec.LZ4, Codec.ZSTD)
+BUILDER_NAMES: Final = ("kafka-python", "aiokafka-py", "aiokafka-c")
+
+
+@dataclass(frozen=True, slots=True)
+class TopicSpec:
+    name: str
+    options: TieringOptions
+    partitions: int = 1
+    topic_id: uuid.UUID = field(default_factory=uuid.uuid4)
+
+
+# Names hold '-' and '.'; one topic per chunk transform combination.
+TOPICS: Final = (
+    TopicSpec("plain.v1-raw", TieringOptions(chunk_size=3000), partitions=2),
+    TopicSpec("zstd-chunks.v2", TieringOptions(chunk_size=2048, compression=True)),
+    TopicSpec("sealed.eu-1", TieringOptions(chunk_size=4096, encrypt_with=KEY_ID)),
+    TopicSpec(
+        "sealed-zstd.v3", TieringOptions(chunk_size=1024, compression=True, encrypt_with=KEY_ID)
+    ),
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Written:
+    """One data record as the producer wrote it and the broker stamped it."""
+
+    offset: int
+    timestamp: int  # what a consumer sees: the batch's append time for LogAppendTime
+    log_append_time: bool
+    key: bytes | None
+    value: bytes | None
+    headers: tuple[tuple[str, bytes | None], ...]
+    epoch: int
+    aborted: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Stamp:
+    """Every record, control records included, for ListOffsets brute force."""
+
+    batch: int  # the batch's index in the partition
+    offset: int
+    timestamp: int
+    epoch: int
+    batch_max_timestamp: int
+
+
+@dataclass(slots=True)
+class WrittenPartition:
+    topic: str
+    partition: int
+    records: list[Written] = field(default_factory=list)
+    stamps: list[Stamp] = field(default_factory=list)
+    next_offset: int = 0
+    segments: int = 0
+
+    def committed(self) -> list[Written]:
+        return [r for r in self.records if not r.aborted]
+
+
+@dataclass(frozen=True, slots=True)
+class IndependentBucket:
+    root: Path  # the bucket folder (a file:// store), or the staging folder for S3
+    key_pair_spec: str
+    uploads: tuple[SegmentObjects, ...]  # in upload order
+    partitions: dict[tuple[str, int], WrittenPartition]
+
+    def serve_args(self, store: str, *extra: str) -> list[str]:
+        return ["--store", store, "--key-prefix", KEY_PREFIX, "--key-pair", self.key_pair_spec,
+                *extra]  # fmt: skip
+
+
+def _records(rng: random.Random, ts: int, count: int) -> list[Rec]:
+    out = []
+    for j in range(count):
+        key = None if rng.random() < 0.2 else f"key-{rng.randrange(1000)}".encode()
+        value = None if rng.random() < 0.1 else rng.randbytes(rng.randrange(0, 300))
+        headers: list[tuple[str, bytes | None]] = [
+            (rng.choice(["trace-id", "ü-origin", "", "h"]), None if rng.random() < 0.3 else
+             rng.randbytes(rng.randrange(0, 20)))
+            for _ in range(rng.randrange(0, 3))
+        ]  # fmt: skip
+        # CreateTime is the producer's clock: not monotonic inside a batch.
+        out.append(Rec(j, ts + rng.randrange(-40, 400), key, value, headers))
+    return out
+
+
+def _marker(kind: int, pid: int, ts: int) -> bytes:
+    """A COMMIT (1) or ABORT (0) marker: a control batch of one record."""
+    key = struct.pack(">hh", 0, kind)
+    value = struct.pack(">hi", 0, 7)  # version 0, coordinator epoch 7
+    raw = build("kafka-python", 0, [Rec(0, ts, key, value, [])], transactional=True,
+                producer_id=pid, producer_epoch=0)  # fmt: skip
+    return raw
+
+
+class _PartitionWriter:
+    def __init__(self, folder: Path, written: WrittenPartition) -> None:
+        self.folder = folder
+        self.written = written
+        self.writer = SegmentWriter(base_offset=0, index_interval_bytes=1024)
+        self.epoch = 0
+        self.batches = 0
+
+    def append(
+        self,
+        raw: bytes,
+        recs: list[Rec],
+        *,
+        log_append_time: int | None = None,
+        control: bool = False,
+    ) -> list[int]:
+        base = self.writer.next_offset
+        raw = bytearray(raw)
+        struct.pack_into(">q", raw, 0, base)
+        batch = as_broker(bytes(raw), control=control, log_append_time=log_append_time,
+                          leader_epoch=self.epoch)  # fmt: skip
+        self.writer.append(batch)
+        max_ts = log_append_time if log_append_time is not None else max(r.timestamp for r in recs)
+        self.batches += 1
+        indexes = []
+        for r in recs:
+            offset = base + r.offset_delta
+            ts = log_append_time if log_append_time is not None else r.timestamp
+            self.written.stamps.append(Stamp(self.batches, offset, ts, self.epoch, max_ts))
+            if not control:
+                self.written.records.append(
+                    Written(
+                        offset,
+                        ts,
+                        log_append_time is not None,
+                        r.key,
+                        r.value,
+                        tuple(r.headers),
+                        self.epoch,
+                    )
+                )
+                indexes.append(len(self.written.records) - 1)
+        return indexes
+
+    def roll(self) -> None:
+        self.writer.write(self.folder)
+        self.written.segments += 1
+        self.writer = self.writer.next_segment()
+
+
+def _fill(folder: Path, written: WrittenPartition, rng: random.Random) -> None:
+    out = _PartitionWriter(folder, written)
+    pid = 4000 + written.partition
+    sequence = 0
+    open_txn: list[int] = []
+    ts = BASE_TS
+    for i in range(BATCHES):
+        if i and i % ROLL_EVERY == 0:
+            out.roll()
+        out.epoch = EPOCH_AT.get(i, out.epoch)
+        codec = CODECS[i % len(CODECS)]
+        builder = BUILDER_NAMES[i % len(BUILDER_NAMES)]
+        step = i % 10
+        if step in (3, 5):  # a transactional batch of an open transaction
+            recs = _records(rng, ts, rng.randrange(1, 5))
+            raw = build(builder, 0, recs, codec=codec, transactional=True, producer_id=pid,
+                        producer_epoch=0, base_sequence=sequence)  # fmt: skip
+            sequence += len(recs)
+            open_txn += out.append(raw, recs)
+        elif step == 6:  # the coordinator's marker: abort on even tens, commit on odd
+            abort = (i // 10) % 2 == 0
+            out.append(_marker(0 if abort else 1, pid, ts), [Rec(0, ts, None, None, [])],
+                       control=True)  # fmt: skip
+            if abort:
+                for k in open_txn:
+                    written.records[k] = dataclasses.replace(written.records[k], aborted=True)
+            open_txn = []
+        else:
+            recs = _records(rng, ts, rng.randrange(1, 7))
+            if i == 17:
+                recs[0] = dataclasses.replace(recs[0], value=rng.randbytes(BIG_VALUE))
+            append_time = ts + 700 if i % 7 == 2 else None
+            out.append(build(builder, 0, recs, codec=codec), recs, log_append_time=append_time)
+        ts += 1000
+    out.roll()
+    written.next_offset = out.writer.next_offset
+
+
+def _uploads(
+    spec: TopicSpec, partition: int, folder: Path, keys: KeyRing
+) -> Iterator[SegmentObjects]:
+    for index, segment in enumerate(read_segment_dir(folder, include_active=True)):
+        for upload in range(2 if index == REUPLOADED_SEGMENT else 1):
+            meta = segment_metadata(segment, topic=spec.name, topic_id=spec.topic_id,
+                                    partition=partition, broker_id=upload)  # fmt: skip
+            meta = dataclasses.replace(
+                meta, event_timestamp_ms=meta.max_timestamp_ms + 60_000 * (1 + upload)
+            )
+            yield build_segment_objects(segment, meta, key_prefix=KEY_PREFIX,
+                                        options=spec.options, keys=keys)  # fmt: skip
+
+
+async def upload_all(store: ObjectStore, bucket: IndependentBucket) -> None:
+    for objects in bucket.uploads:
+        await upload_segment(store, objects)
+
+
+def write_independent_bucket(root: Path) -> IndependentBucket:
+    """Broker folders under ``root/segments``, the key pair under ``root/keys``; the objects
+    are built but not uploaded (see :func:`upload_all`)."""
+    key_path = root / "keys" / f"{KEY_ID}.pem"
+    key_path.parent.mkdir(parents=True)
+    key_path.write_bytes(RSA.generate(2048).export_key(format="PEM", pkcs=8))
+    keys = KeyRing.from_specs([f"{KEY_ID}={key_path}"])
+    partitions: dict[tuple[str, int], WrittenPartition] = {}
+    uploads: list[SegmentObjects] = []
+    for spec in TOPICS:
+        for p in range(spec.partitions):
+            folder = root / "segments" / f"{spec.name}-{p}"
+            written = WrittenPartition(spec.name, p)
+            _fill(folder, written, random.Random(f"{spec.name}/{p}"))
+            partitions[(spec.name, p)] = written
+            uploads += _uploads(spec, p, folder, keys)
+
+    def event_time(o: SegmentObjects) -> int:
+        meta = o.manifest.remote_log_segment_metadata
+        return 0 if meta is None else meta.event_timestamp_ms
+
+    uploads.sort(key=event_time)
+    return IndependentBucket(root, f"{KEY_ID}={key_path}", tuple(uploads), partitions)

@@ -1,0 +1,55 @@
+"""``tiered-gateway serve`` as a real process (uvicorn and the real service), for HTTP tests."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+
+import httpx
+
+from tests.unit.api.server import free_port
+
+
+@contextlib.contextmanager
+def serve_process(args: Sequence[str], log_path: Path) -> Iterator[str]:
+    """Start ``serve`` with ``args`` on a free port; yield its base URL once ready."""
+    port = free_port()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TIERED_GATEWAY_")}
+    env.setdefault("AWS_ACCESS_KEY_ID", "testing")
+    env.setdefault("AWS_SECRET_ACCESS_KEY", "testing")
+    with log_path.open("wb") as log:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "gateway.cli", "serve", *args, "--port", str(port),
+             "--log-level", "warning"],
+            stdout=log, stderr=subprocess.STDOUT, env=env,
+        )  # fmt: skip
+    url = f"http://127.0.0.1:{port}"
+    try:
+        _wait_ready(url, proc, log_path)
+        yield url
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+def _wait_ready(url: str, proc: subprocess.Popen[bytes], log_path: Path) -> None:
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"serve exited with {proc.returncode}:\n{log_path.read_text()}")
+        try:
+            if httpx.get(f"{url}/readyz", timeout=1).status_code == 200:
+                return
+        except httpx.TransportError:
+            pass
+        time.sleep(0.05)
+    raise RuntimeError(f"serve did not become ready:\n{log_path.read_text()}")
