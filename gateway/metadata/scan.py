@@ -23,7 +23,12 @@ import uuid
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
-from gateway.errors import CorruptManifestError, GatewayError, InvalidKeyError
+from gateway.errors import (
+    CorruptManifestError,
+    GatewayError,
+    InvalidKeyError,
+    ObjectNotFoundError,
+)
 from gateway.metadata.manager import RemoteLogMetadataManager
 from gateway.metadata.model import (
     RemoteLogSegmentId,
@@ -233,6 +238,34 @@ class BucketScanner:
                         )
                     )
         return registered, len(vanished)
+
+    async def forget_if_vanished(self, meta: RemoteLogSegmentMetadata) -> bool:
+        """A read found an object of ``meta`` missing. When its manifest is gone too (retention
+        deleted the segment), take the segment out of the manager now, as the next rescan
+        would; a segment whose manifest is still there is left alone (a HEAD, no listing)."""
+        tp = meta.partition
+        key = ObjectKey(
+            self._prefix, tp.topic, tp.topic_id, tp.partition, meta.start_offset,
+            meta.segment_id.id, Suffix.MANIFEST,
+        )  # fmt: skip
+        try:
+            await self._store.head(key.key)
+            return False
+        except ObjectNotFoundError:
+            pass
+
+        def forget() -> bool:
+            current = self._manager.segment(meta.segment_id)
+            if current is None or current.state is not SegmentState.COPY_SEGMENT_FINISHED:
+                return False  # another reader or the rescan got there first
+            self._apply([], [current])
+            return True
+
+        async with self._lock:
+            forgotten = await asyncio.to_thread(forget)
+        if forgotten:
+            log.info("segment %s vanished from the bucket; removed from the catalog", key.key)
+        return forgotten
 
     async def _lineages(
         self,

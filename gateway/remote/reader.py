@@ -120,14 +120,23 @@ class ReadCounters:
                 self.get_latency_buckets[i] += 1
 
 
-def detransform_get(data: bytes, get: RangeGet, transform: ChunkTransform) -> list[bytes]:
-    """The original bytes of each chunk ``get`` carries, from the stored bytes it fetched."""
+def detransform_get(
+    data: bytes, get: RangeGet, transform: ChunkTransform, key: str = ""
+) -> list[bytes]:
+    """The original bytes of each chunk ``get`` carries, from the stored bytes it fetched; a
+    chunk that fails to decrypt or decompress raises its typed error naming ``key``, the chunk
+    and its stored byte range."""
     view = memoryview(data)
     out = []
     for chunk in get.chunks:
         lo = chunk.transformed_position - get.start
         stored = view[lo : lo + chunk.transformed_size]
-        out.append(detransform_chunk(stored, chunk.original_size, transform))
+        try:
+            out.append(detransform_chunk(stored, chunk.original_size, transform))
+        except CorruptDataError as exc:
+            span = f"[{chunk.transformed_position}, {chunk.transformed_end})"
+            name = key or "segment"
+            raise type(exc)(f"{name} chunk {chunk.id}, stored bytes {span}: {exc}") from exc
     return out
 
 
@@ -254,7 +263,9 @@ class SegmentReader:
             data = await self._get(key, get.start, get.end, deadline)
             if transform.is_identity and len(get.chunks) == 1:
                 return [data]
-            return await loop.run_in_executor(self._executor, detransform_get, data, get, transform)
+            return await loop.run_in_executor(
+                self._executor, detransform_get, data, get, transform, key
+            )
 
         decoded = await _all_or_nothing([fetch(g) for g in plan_gets(chunks, self._max_get_bytes)])
         pieces = [piece for group in decoded for piece in group]

@@ -191,6 +191,15 @@ class ChunkCache:
             if future is not None and not future.done():
                 future.set_result(piece)
 
+    def invalidate(self, segment_id: uuid.UUID) -> int:
+        """Drop every cached chunk of a segment (a scan of the keys: for the rare case of
+        bytes that failed a check after caching, e.g. a CRC, so the next read fetches anew).
+        Returns how many were dropped."""
+        doomed = [key for key in self._lru if key[0] == segment_id]
+        for key in doomed:
+            self._lru.pop(key, None)
+        return len(doomed)
+
     def _maybe_read_ahead(
         self, segment: RemoteSegment, segment_id: uuid.UUID, chunks: Sequence[Chunk]
     ) -> None:

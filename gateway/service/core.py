@@ -16,7 +16,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Protocol
 
-from gateway.errors import InvalidRequestError, ObjectNotFoundError
+from gateway.errors import CorruptDataError, InvalidRequestError
 from gateway.metadata.backend import MemoryBackend
 from gateway.metadata.manager import RemoteLogMetadataManager
 from gateway.metadata.model import TopicIdPartition
@@ -26,7 +26,7 @@ from gateway.remote.keyring import KeyRing
 from gateway.remote.keys import encode_uuid
 from gateway.remote.reader import SegmentReader
 from gateway.service.chunks import ChunkCache
-from gateway.service.fetch import Fetcher, remote_bounds, to_batches
+from gateway.service.fetch import Fetcher, SegmentVanishedError, remote_bounds, to_batches
 from gateway.service.metrics import render_metrics
 from gateway.service.offsets import OffsetFinder
 from gateway.service.protocol import OffsetSpec
@@ -166,10 +166,21 @@ class GatewayService:
         tp = await self._tp(topic, partition)
         try:
             reads, next_offset = await self._fetcher.fetch(tp, offset, max_bytes, deadline)
-        except ObjectNotFoundError:
-            # A segment deleted under the read (retention): re-resolve once, from fresh
-            # metadata; a second miss is the answer.
+        except SegmentVanishedError as exc:
+            # A segment deleted under the read (retention): when its manifest is gone too, the
+            # catalog forgets it now (not at the next rescan); then re-resolve once. A second
+            # miss is the answer: 416 when nothing covers the offset any more, else 404.
             log.info("segment gone during a fetch of %s at %d; re-resolving", tp, offset)
+            if self.scanner is not None:
+                await self.scanner.forget_if_vanished(exc.meta)
+            reads, next_offset = await self._fetcher.fetch(tp, offset, max_bytes, deadline)
+        except CorruptDataError as exc:
+            # Bytes that fail a check are never served. They may have been damaged in transit
+            # (the fetcher has dropped them from the chunk cache): read once more; bytes
+            # damaged in the bucket fail again, and that is the answer (502).
+            log.warning(
+                "corrupt data in a fetch of %s at %d; reading once more: %s", tp, offset, exc
+            )
             reads, next_offset = await self._fetcher.fetch(tp, offset, max_bytes, deadline)
         aborted = None
         if isolation is IsolationLevel.READ_COMMITTED:

@@ -27,7 +27,7 @@ import asyncio
 import struct
 from dataclasses import dataclass
 
-from gateway.errors import CorruptDataError, OffsetOutOfRangeError
+from gateway.errors import CorruptDataError, ObjectNotFoundError, OffsetOutOfRangeError
 from gateway.kafka.batch import LOG_OVERHEAD, iter_batches
 from gateway.metadata.manager import RemoteLogMetadataManager
 from gateway.metadata.model import RemoteLogSegmentMetadata, SegmentState, TopicIdPartition
@@ -66,6 +66,15 @@ def remote_bounds(rlmm: RemoteLogMetadataManager, tp: TopicIdPartition) -> tuple
     return start, end + 1
 
 
+class SegmentVanishedError(ObjectNotFoundError):
+    """An object of a listed segment is missing (retention may have deleted the segment under
+    the read); names the segment so the caller can check and re-resolve."""
+
+    def __init__(self, message: str, meta: RemoteLogSegmentMetadata) -> None:
+        super().__init__(message)
+        self.meta = meta
+
+
 @dataclass(frozen=True, slots=True)
 class SegmentRead:
     """Whole batches read from one segment."""
@@ -91,16 +100,21 @@ class Fetcher:
         start, end = await asyncio.to_thread(remote_bounds, rlmm, tp)
         meta = await asyncio.to_thread(resolve, rlmm, tp, offset) if start <= offset < end else None
         if meta is None:  # outside the remote log, or nothing covers it any more (deleted)
+            where = f"the remote log of {tp.topic}-{tp.partition} [{start}, {end})"
             raise OffsetOutOfRangeError(
-                f"offset {offset} is outside the remote log of {tp.topic}-{tp.partition} "
-                f"[{start}, {end})",
+                f"offset {offset} is outside {where}"
+                if not start <= offset < end
+                else f"no remote segment holds offset {offset} of {where} any more (deleted)",
                 start,
                 end,
             )
         reads: list[SegmentRead] = []
         budget, target, next_offset = max_bytes, offset, offset
         while meta is not None:
-            read, full = await self._read_segment(meta, target, budget, not reads, deadline)
+            try:
+                read, full = await self._read_segment(meta, target, budget, not reads, deadline)
+            except ObjectNotFoundError as exc:
+                raise SegmentVanishedError(str(exc), meta) from exc
             if read is not None:
                 reads.append(read)
                 budget -= len(read.data)
@@ -170,6 +184,9 @@ class Fetcher:
                     if total >= budget:
                         return done(not (at_end and consumed == len(buf)))
             except CorruptDataError as exc:
+                # The cache may hold the bad bytes (an untransformed chunk is only checked
+                # here): drop them, so a retry reads the object again.
+                self._source.chunks.invalidate(meta.segment_id.id)
                 raise type(exc)(f"{key} (read from byte {base}): {exc}") from exc
             if at_end:  # a truncated tail at the segment end ends the stream, as in Kafka
                 return done(False)

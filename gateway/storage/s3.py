@@ -58,7 +58,7 @@ class S3Store:
 
     async def open(self) -> S3Store:
         config = AioConfig(
-            retries={"max_attempts": 1, "mode": "standard"},
+            retries={"total_max_attempts": 1, "mode": "standard"},
             s3={"addressing_style": "path" if self._options.path_style else "auto"},
             max_pool_connections=self._options.max_pool_connections,
         )

@@ -161,7 +161,7 @@ class SyncS3Store:
     ) -> None:
         self._bucket = bucket
         config = Config(
-            retries={"max_attempts": 1, "mode": "standard"},
+            retries={"total_max_attempts": 1, "mode": "standard"},
             s3={"addressing_style": "path" if path_style else "auto"},
             max_pool_connections=32,
         )
