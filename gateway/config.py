@@ -114,6 +114,10 @@ class Settings(BaseSettings):
     s3_endpoint_url: str | None = Field(default=None, description="S3 endpoint (MinIO, moto, ...)")
     s3_region: str | None = Field(default=None, description="S3 region")
     s3_path_style: bool = Field(default=False, description="path-style S3 addressing")
+    s3_data_plane: Literal["aioboto3", "httpx"] = Field(
+        default="aioboto3",
+        description="client of the ranged GETs: aioboto3 (measured faster) or httpx",
+    )
     # --- caches and reads ---------------------------------------------------------------------
     index_cache_bytes: ByteSize = Field(
         default=256 * MiB, ge=0, description="memory for the offset/time/txn indexes"
@@ -136,6 +140,9 @@ class Settings(BaseSettings):
     )
     retry_base_delay_s: float = Field(
         default=0.05, ge=0, description="backoff base: attempt n waits up to base * 2^(n-1)"
+    )
+    retry_max_delay_s: float = Field(
+        default=2.0, gt=0, description="the longest wait between two attempts"
     )
     retry_attempt_timeout_s: float = Field(
         default=10.0, gt=0, description="timeout of one store attempt"
@@ -232,6 +239,7 @@ class Settings(BaseSettings):
         return RetryPolicy(
             max_attempts=self.retry_max_attempts,
             base_delay=self.retry_base_delay_s,
+            max_delay=self.retry_max_delay_s,
             attempt_timeout=self.retry_attempt_timeout_s,
         )
 

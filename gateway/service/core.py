@@ -14,7 +14,7 @@ import uuid
 from collections.abc import AsyncIterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Protocol
+from typing import Literal, Protocol
 
 from gateway.errors import CorruptDataError, InvalidRequestError
 from gateway.metadata.backend import MemoryBackend
@@ -57,6 +57,7 @@ class ServiceSettings(Protocol):
     s3_endpoint_url: str | None
     s3_region: str | None
     s3_path_style: bool
+    s3_data_plane: Literal["aioboto3", "httpx"]
     index_cache_bytes: int
     index_cache_dir: Path | None
     chunk_cache_bytes: int
@@ -65,6 +66,7 @@ class ServiceSettings(Protocol):
     max_concurrent_gets: int
     retry_max_attempts: int
     retry_base_delay_s: float
+    retry_max_delay_s: float
     retry_attempt_timeout_s: float
     threads: int
     rescan_interval_s: float
@@ -252,12 +254,14 @@ async def open_service(settings: ServiceSettings) -> AsyncIterator[GatewayServic
             endpoint_url=settings.s3_endpoint_url,
             region=settings.s3_region,
             path_style=settings.s3_path_style,
+            data_plane=settings.s3_data_plane,
         )
         stack.push_async_callback(store.close)
         retrier = Retrier(
             RetryPolicy(
                 max_attempts=settings.retry_max_attempts,
                 base_delay=settings.retry_base_delay_s,
+                max_delay=settings.retry_max_delay_s,
                 attempt_timeout=settings.retry_attempt_timeout_s,
             )
         )

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Literal
 from urllib.parse import unquote, urlparse
 
 from gateway.errors import ConfigurationError
@@ -19,14 +20,16 @@ async def open_store(
     endpoint_url: str | None = None,
     region: str | None = None,
     path_style: bool = False,
+    data_plane: Literal["aioboto3", "httpx"] = "aioboto3",
 ) -> ObjectStore:
     """``file:///abs/dir`` gives a :class:`FilesystemStore`, ``s3://bucket`` an open
-    :class:`S3Store` (the endpoint, region and addressing options apply to S3 only)."""
+    :class:`S3Store` (the endpoint, region, addressing and data plane options apply to S3
+    only)."""
     parsed = urlparse(url)
     if parsed.scheme == "s3":
         if not parsed.netloc or parsed.path not in ("", "/"):
             raise ConfigurationError(f"store URL {url!r}: expected s3://bucket")
-        options = S3Options(parsed.netloc, endpoint_url, region, path_style)
+        options = S3Options(parsed.netloc, endpoint_url, region, path_style, data_plane=data_plane)
         return await S3Store(options).open()
     if parsed.scheme == "file":
         if parsed.netloc not in ("", "localhost"):

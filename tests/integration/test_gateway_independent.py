@@ -1,4 +1,5 @@
-"""End to end over real HTTP, on the filesystem store and on a moto S3 server: a bucket whose
+"""End to end over real HTTP, on the filesystem store and on a moto S3 server (with either S3
+data plane): a bucket whose
 batches all come from independent encoders (:mod:`tests.integration.independent_bucket`),
 tiered with every chunk transform combination; what comes back must equal what was written.
 """
@@ -49,7 +50,7 @@ def bucket(tmp_path_factory: pytest.TempPathFactory) -> IndependentBucket:
     return written
 
 
-@pytest.fixture(scope="module", params=["filesystem", "s3"])
+@pytest.fixture(scope="module", params=["filesystem", "s3", "s3-httpx"])
 def base_url(
     request: pytest.FixtureRequest,
     bucket: IndependentBucket,
@@ -76,6 +77,8 @@ def base_url(
         args = bucket.serve_args(
             f"s3://{name}", "--s3-endpoint-url", moto_endpoint, "--s3-region", "us-east-1"
         )
+        if request.param == "s3-httpx":  # the other data plane, signed by botocore's SigV4
+            args += ["--s3-data-plane", "httpx", "--s3-path-style"]
     with serve_process([*args, "--rescan-interval-s", "0"], log_path) as url:
         yield url
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from gateway.commands.serve import add_setting_flags, settings_from_args
-from gateway.config import MiB, Settings, load_settings, parse_byte_size
+from gateway.config import MiB, Settings, load_settings, parse_byte_size, settings_for
 from gateway.errors import ConfigurationError
 
 DOCS = Path(__file__).resolve().parents[3] / "docs" / "configuration.md"
@@ -194,3 +194,13 @@ def test_settings_satisfy_the_service_settings_protocol() -> None:
         pytest.skip("no ServiceSettings protocol")
     missing = [n for n in wanted.__annotations__ if n not in Settings.model_fields]
     assert missing == []
+
+
+def test_s3_data_plane_and_retry_delay_settings() -> None:
+    s = settings_from_args(
+        _parse(["--store=s3://b", "--s3-data-plane", "httpx", "--retry-max-delay-s", "0.5"])
+    )
+    assert s.s3_data_plane == "httpx" and s.retry_policy().max_delay == 0.5
+    assert settings_from_args(_parse(["--store=s3://b"])).s3_data_plane == "aioboto3"
+    with pytest.raises(ConfigurationError, match="s3_data_plane"):
+        settings_for(store="s3://b", s3_data_plane="curl")
