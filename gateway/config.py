@@ -128,6 +128,13 @@ class Settings(BaseSettings):
     chunk_cache_bytes: ByteSize = Field(
         default=256 * MiB, ge=0, description="memory for detransformed chunks (0: no chunk cache)"
     )
+    chunk_cache_dir: Path | None = Field(
+        default=None,
+        description="also keep decoded chunks on disk under DIR (decrypted data: a private dir)",
+    )
+    chunk_cache_disk_bytes: ByteSize = Field(
+        default=4 * GiB, ge=1, description="disk bound of chunk_cache_dir"
+    )
     readahead_bytes: ByteSize = Field(
         default=8 * MiB, ge=0, description="chunks loaded ahead of a sequential read (0: none)"
     )

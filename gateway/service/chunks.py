@@ -10,7 +10,9 @@ A fetch reads original segment bytes ``[start, end)``; they come from whole deco
   a load runs as its own task, so a caller that gives up does not fail the others; a failed
   load is not cached;
 * read-ahead: when reads of a segment move forward chunk after chunk, the next chunks, up to
-  ``readahead_bytes``, are loaded in the background (failures only logged).
+  ``readahead_bytes``, are loaded in the background (failures only logged);
+* an optional disk tier (:class:`~gateway.service.chunk_disk.ChunkDiskTier`) below memory: a
+  load asks it first, and writes what it fetched from the bucket to it in the background.
 
 Keys are (segment uuid, chunk id): a segment's objects are never rewritten, so nothing here can
 go stale.
@@ -22,6 +24,7 @@ import asyncio
 import logging
 import uuid
 from collections.abc import Coroutine, Sequence
+from concurrent.futures import Executor
 from dataclasses import dataclass
 from typing import Any
 
@@ -29,11 +32,12 @@ from cachetools import LRUCache
 
 from gateway.remote.chunk_index import Chunk
 from gateway.remote.reader import RemoteSegment, SegmentReader
+from gateway.service.chunk_disk import ChunkDiskTier, ChunkKey
 from gateway.storage.retry import Deadline, wait_within
 
 log = logging.getLogger(__name__)
 
-ChunkKey = tuple[uuid.UUID, int]
+
 READAHEAD_TIMEOUT = 30.0
 SHARED_LOAD_TIMEOUT = 30.0  # a load many readers may join runs on its own deadline
 
@@ -66,9 +70,17 @@ class ChunkCache:
     """Decoded chunks in front of a :class:`SegmentReader`."""
 
     def __init__(
-        self, reader: SegmentReader, *, max_bytes: int, readahead_bytes: int = 8 << 20
+        self,
+        reader: SegmentReader,
+        *,
+        max_bytes: int,
+        readahead_bytes: int = 8 << 20,
+        disk: ChunkDiskTier | None = None,
+        executor: Executor | None = None,
     ) -> None:
         self._reader = reader
+        self.disk = disk
+        self._executor = executor
         self._lru = _ByteLRU(max(max_bytes, 1))
         self._max_bytes = max_bytes
         self._readahead_bytes = readahead_bytes
@@ -89,6 +101,10 @@ class ChunkCache:
             int(self._lru.currsize),
             self._max_bytes,
         )
+
+    async def settle(self) -> None:
+        """Wait for the background work (read-ahead, disk writes) started so far."""
+        await asyncio.gather(*list(self._tasks), return_exceptions=True)
 
     async def aclose(self) -> None:
         for task in list(self._tasks):
@@ -173,7 +189,9 @@ class ChunkCache:
         keys = [(segment_id, c.id) for c in chunks]
         self._loads += 1
         try:
-            pieces = await self._reader.read_chunks(segment, chunks, deadline)
+            found = await self._from_disk(keys)
+            remote = [c for c, key in zip(chunks, keys, strict=True) if key not in found]
+            fetched = await self._reader.read_chunks(segment, remote, deadline) if remote else []
         except BaseException as exc:
             self._failures += 1
             for key in keys:
@@ -184,12 +202,43 @@ class ChunkCache:
             if isinstance(exc, asyncio.CancelledError):
                 raise
             return
-        for key, piece in zip(keys, pieces, strict=True):
+        pieces = dict(found)
+        pieces.update(zip([(segment_id, c.id) for c in remote], fetched, strict=True))
+        for key in keys:
+            piece = pieces[key]
             if len(piece) <= self._max_bytes:
                 self._lru[key] = piece
             future = self._inflight.pop(key, None)
             if future is not None and not future.done():
                 future.set_result(piece)
+        if self.disk is not None and remote:
+            written = [((segment_id, c.id), p) for c, p in zip(remote, fetched, strict=True)]
+            self._spawn(self._to_disk(written))
+
+    async def _from_disk(self, keys: list[ChunkKey]) -> dict[ChunkKey, bytes]:
+        disk = self.disk
+        if disk is None:
+            return {}
+
+        def read() -> dict[ChunkKey, bytes]:
+            found = {}
+            for key in keys:
+                chunk = disk.read(key)
+                if chunk is not None:
+                    found[key] = chunk
+            return found
+
+        return await asyncio.get_running_loop().run_in_executor(self._executor, read)
+
+    async def _to_disk(self, written: list[tuple[ChunkKey, bytes]]) -> None:
+        disk = self.disk
+        assert disk is not None
+
+        def write() -> None:
+            for key, chunk in written:
+                disk.write(key, chunk)
+
+        await asyncio.get_running_loop().run_in_executor(self._executor, write)
 
     def invalidate(self, segment_id: uuid.UUID) -> int:
         """Drop every cached chunk of a segment (a scan of the keys: for the rare case of
@@ -198,6 +247,8 @@ class ChunkCache:
         doomed = [key for key in self._lru if key[0] == segment_id]
         for key in doomed:
             self._lru.pop(key, None)
+        if self.disk is not None:
+            self.disk.drop_segment(segment_id)  # a few unlinks, on this rare path
         return len(doomed)
 
     def _maybe_read_ahead(

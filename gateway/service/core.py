@@ -25,6 +25,7 @@ from gateway.metadata.sqlite import SQLiteBackend
 from gateway.remote.keyring import KeyRing
 from gateway.remote.keys import encode_uuid
 from gateway.remote.reader import SegmentReader
+from gateway.service.chunk_disk import ChunkDiskTier
 from gateway.service.chunks import ChunkCache
 from gateway.service.fetch import Fetcher, SegmentVanishedError, remote_bounds, to_batches
 from gateway.service.metrics import render_metrics
@@ -61,6 +62,8 @@ class ServiceSettings(Protocol):
     index_cache_bytes: int
     index_cache_dir: Path | None
     chunk_cache_bytes: int
+    chunk_cache_dir: Path | None
+    chunk_cache_disk_bytes: int
     readahead_bytes: int
     max_get_bytes: int
     max_concurrent_gets: int
@@ -272,8 +275,17 @@ async def open_service(settings: ServiceSettings) -> AsyncIterator[GatewayServic
             max_get_bytes=settings.max_get_bytes,
             max_concurrent_gets=settings.max_concurrent_gets,
         )
+        disk = None
+        if settings.chunk_cache_dir is not None:
+            disk = ChunkDiskTier(settings.chunk_cache_dir, settings.chunk_cache_disk_bytes)
+            kept = await asyncio.to_thread(disk.open)
+            log.info("chunk disk tier %s: %d chunks kept", settings.chunk_cache_dir, kept)
         chunks = ChunkCache(
-            reader, max_bytes=settings.chunk_cache_bytes, readahead_bytes=settings.readahead_bytes
+            reader,
+            max_bytes=settings.chunk_cache_bytes,
+            readahead_bytes=settings.readahead_bytes,
+            disk=disk,
+            executor=executor,
         )
         index_dir = settings.index_cache_dir
         source = SegmentSource(

@@ -81,6 +81,18 @@ def render_metrics(service: GatewayService) -> bytes:
             getattr(chunk, field),
         )
     _metric(lines, "tiered_gateway_chunk_cache_bytes", "gauge", "Bytes held", chunk.bytes_held)
+    disk = service.source.chunks.disk
+    if disk is not None:
+        held = disk.stats()
+        for field in ("hits", "misses", "evictions", "corrupt_removed", "write_failures"):
+            _metric(
+                lines,
+                f"tiered_gateway_chunk_disk_{field}_total",
+                "counter",
+                f"Decoded-chunk disk tier {field.replace('_', ' ')}",
+                getattr(held, field),
+            )
+        _metric(lines, "tiered_gateway_chunk_disk_bytes", "gauge", "Bytes on disk", held.bytes)
     index = service.source.indexes_cache.stats()
     for field in ("hits", "misses", "loads", "load_failures", "disk_hits", "evictions"):
         _metric(

@@ -19,6 +19,8 @@ class Settings:
     s3_data_plane: Literal["aioboto3", "httpx"] = "aioboto3"
     index_cache_bytes: int = 64 << 20
     index_cache_dir: Path | None = None
+    chunk_cache_dir: Path | None = None
+    chunk_cache_disk_bytes: int = 1 << 30
     chunk_cache_bytes: int = 64 << 20
     readahead_bytes: int = 1 << 20
     max_get_bytes: int = 8 << 20
