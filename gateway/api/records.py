@@ -35,6 +35,7 @@ from gateway.api.render import (
     RAW,
     batch_bytes,
     choose_media_type,
+    fit_aborted_header,
     is_large,
     ndjson_line,
     ndjson_lines,
@@ -55,7 +56,8 @@ _RAW_HEADERS: Final = {
     "X-Log-Start-Offset": "the remote log start offset",
     "X-Log-End-Offset": "one past the highest remote offset",
     "X-First-Offset": "the base offset of the first batch (it may precede `offset`)",
-    "X-Aborted-Transactions": "read_committed only: JSON list of {producer_id, first_offset}",
+    "X-Aborted-Transactions": "read_committed only: JSON list of {producer_id, first_offset}, "
+    "at most 8 KiB (a response with more ends early: follow X-Next-Offset)",
 }
 _OK: Final = {
     "model": RecordsResponse,
@@ -186,6 +188,7 @@ def router() -> APIRouter:
                 isolation=isolation_level,
                 deadline=deadline,
             )
+            result = fit_aborted_header(result)
             parts = [b.data for b in result.batches]
             body = parts[0] if len(parts) == 1 else b"".join(parts)
             return Response(body, media_type=RAW, headers=raw_headers(result))

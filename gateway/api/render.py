@@ -8,6 +8,7 @@ to a worker thread past :data:`OFFLOAD_RECORDS` records or :data:`OFFLOAD_BYTES`
 from __future__ import annotations
 
 import binascii
+import dataclasses
 import uuid
 from collections.abc import Callable, Sequence
 from typing import Any, Final, TypeVar
@@ -16,8 +17,16 @@ import anyio.to_thread
 import orjson
 
 from gateway.errors import NotAcceptableError
+from gateway.kafka.batch import iter_batches
 from gateway.remote.keys import encode_uuid
-from gateway.service.types import FetchedRecord, FetchResult, PartitionInfo, SegmentInfo
+from gateway.service.types import (
+    AbortedTransaction,
+    FetchedBatches,
+    FetchedRecord,
+    FetchResult,
+    PartitionInfo,
+    SegmentInfo,
+)
 
 T = TypeVar("T")
 
@@ -28,6 +37,7 @@ SUPPORTED: Final = (JSON, NDJSON, RAW)
 _ALIASES: Final = {"application/jsonl": NDJSON, "application/x-jsonlines": NDJSON}
 OFFLOAD_RECORDS: Final = 256
 OFFLOAD_BYTES: Final = 256 * 1024
+MAX_ABORTED_HEADER: Final = 8 * 1024  # bytes of the X-Aborted-Transactions value
 
 
 def _ranges(accept: str) -> list[tuple[str, float]]:
@@ -125,6 +135,51 @@ def batch_bytes(result: FetchResult) -> int:
     return sum(len(b.data) for b in result.batches)
 
 
+def _aborted_json(t: AbortedTransaction) -> dict[str, int]:
+    return {"producer_id": t.producer_id, "first_offset": t.first_offset}
+
+
+def fit_aborted_header(result: FetchResult, limit: int = MAX_ABORTED_HEADER) -> FetchResult:
+    """A raw response whose ``X-Aborted-Transactions`` header stays within ``limit`` bytes
+    (clients refuse huge headers: h11 and Go stop near 16 KiB, nginx at 4-8 KiB): when the
+    transactions overflow it, the response ends with the last whole batch before the first
+    transaction that does not fit; ``next_offset`` tells the client where to go on. The first
+    batch is always kept (at least one batch, as in every fetch)."""
+    txns = result.aborted_transactions
+    if not txns:
+        return result
+    used, fit = 2, 0  # "[]"
+    for t in txns:
+        used += len(orjson.dumps(_aborted_json(t))) + (1 if fit else 0)
+        if used > limit:
+            break
+        fit += 1
+    if fit == len(txns):
+        return result
+    stop = txns[fit].first_offset  # kept batches must end before this transaction starts
+    kept: list[FetchedBatches] = []
+    for part in result.batches:
+        cut, last = 0, -1
+        for batch in iter_batches(part.data):
+            if batch.last_offset >= stop and (kept or cut):
+                break
+            cut, last = batch.position + batch.size_in_bytes, batch.last_offset
+        if cut:
+            kept.append(FetchedBatches(part.segment_start_offset, part.data[:cut],
+                                       part.first_offset, last))  # fmt: skip
+        if cut < len(part.data):
+            break
+    if not kept:
+        return result
+    end = kept[-1].last_offset
+    return dataclasses.replace(
+        result,
+        batches=tuple(kept),
+        next_offset=end + 1,
+        aborted_transactions=tuple(t for t in txns if t.first_offset <= end),
+    )
+
+
 def raw_headers(result: FetchResult) -> dict[str, str]:
     """The headers of an ``application/octet-stream`` fetch."""
     headers = {
@@ -136,10 +191,7 @@ def raw_headers(result: FetchResult) -> dict[str, str]:
     if result.batches:
         headers["X-First-Offset"] = str(result.batches[0].first_offset)
     if result.aborted_transactions is not None:
-        aborted = [
-            {"producer_id": t.producer_id, "first_offset": t.first_offset}
-            for t in result.aborted_transactions
-        ]
+        aborted = [_aborted_json(t) for t in result.aborted_transactions]
         headers["X-Aborted-Transactions"] = orjson.dumps(aborted).decode("ascii")
     return headers
 
