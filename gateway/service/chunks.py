@@ -86,7 +86,7 @@ class ChunkCache:
         self._readahead_bytes = readahead_bytes
         self._inflight: dict[ChunkKey, asyncio.Future[bytes]] = {}
         self._tasks: set[asyncio.Task[None]] = set()
-        self._last_chunk: LRUCache[uuid.UUID, int] = LRUCache(maxsize=4096)
+        self._last_read: LRUCache[uuid.UUID, tuple[int, int]] = LRUCache(maxsize=4096)
         self._hits = self._misses = self._loads = self._failures = self._readahead = 0
 
     def stats(self) -> ChunkCacheStats:
@@ -254,9 +254,12 @@ class ChunkCache:
     def _maybe_read_ahead(
         self, segment: RemoteSegment, segment_id: uuid.UUID, chunks: Sequence[Chunk]
     ) -> None:
-        previous = self._last_chunk.get(segment_id)
-        self._last_chunk[segment_id] = chunks[-1].id
-        sequential = previous is not None and previous <= chunks[0].id <= previous + 1
+        previous = self._last_read.get(segment_id)
+        self._last_read[segment_id] = (chunks[0].id, chunks[-1].id)
+        # Forward from the previous read: the next read starts inside it or right after. A
+        # client paging with a small max_bytes restarts each page at an index entry, often a
+        # few chunks before where the previous (window-sized) read ended.
+        sequential = previous is not None and previous[0] <= chunks[0].id <= previous[1] + 1
         if not sequential or not 0 < self._readahead_bytes <= self._max_bytes // 2:
             return
         index = segment.manifest.chunk_index
