@@ -42,7 +42,7 @@ from gateway.remote.keys import ObjectKey, Suffix, parse_object_key
 from gateway.remote.manifest import IndexType, SegmentManifest, parse_manifest
 from gateway.remote.reader import RemoteSegment, SegmentReader
 from gateway.storage.base import ObjectStore
-from gateway.storage.retry import Deadline
+from gateway.storage.retry import Deadline, Retrier
 from indexcache.epoch import parse_leader_epoch_checkpoint
 
 log = logging.getLogger(__name__)
@@ -239,25 +239,31 @@ class BucketScanner:
                     )
         return registered, len(vanished)
 
-    async def forget_if_vanished(self, meta: RemoteLogSegmentMetadata) -> bool:
+    async def forget_if_vanished(
+        self, meta: RemoteLogSegmentMetadata, retrier: Retrier, deadline: Deadline
+    ) -> bool:
         """A read found an object of ``meta`` missing. When its manifest is gone too (retention
         deleted the segment), take the segment out of the manager now, as the next rescan
-        would; a segment whose manifest is still there is left alone (a HEAD, no listing)."""
+        would; a segment whose manifest is still there is left alone. One HEAD, retried
+        within the caller's deadline; never waits for a running scan (which will see the
+        deletion itself)."""
         tp = meta.partition
         key = ObjectKey(
             self._prefix, tp.topic, tp.topic_id, tp.partition, meta.start_offset,
             meta.segment_id.id, Suffix.MANIFEST,
         )  # fmt: skip
         try:
-            await self._store.head(key.key)
+            await retrier.run(f"HEAD {key.key}", lambda: self._store.head(key.key), deadline)
             return False
         except ObjectNotFoundError:
             pass
+        if self._lock.locked():
+            return False
 
         def forget() -> bool:
             current = self._manager.segment(meta.segment_id)
             if current is None or current.state is not SegmentState.COPY_SEGMENT_FINISHED:
-                return False  # another reader or the rescan got there first
+                return False  # another reader got there first
             self._apply([], [current])
             return True
 

@@ -76,6 +76,7 @@ class ChunkDiskTier:
         self._max_bytes = max_bytes
         self._lock = threading.Lock()
         self._files: OrderedDict[ChunkKey, int] = OrderedDict()  # LRU first; value: file size
+        self._generations: dict[uuid.UUID, int] = {}  # bumped by drop_segment
         self._bytes = 0
         self._hits = self._misses = self._evictions = self._corrupt = self._write_failures = 0
 
@@ -106,8 +107,11 @@ class ChunkDiskTier:
             for _, key, size in found:
                 self._files[key] = size
                 self._bytes += size
-            self._evict_locked()
-            return len(self._files)
+            doomed = self._evict_locked()
+            kept = len(self._files)
+        for path in doomed:
+            self._unlink(path)
+        return kept
 
     def read(self, key: ChunkKey) -> bytes | None:
         """The chunk stored for ``key``, checked; ``None`` when absent or bad (then removed)."""
@@ -144,12 +148,21 @@ class ChunkDiskTier:
             return None
         return chunk
 
-    def write(self, key: ChunkKey, chunk: bytes) -> None:
-        """Store ``chunk`` (a failure is counted and logged, never raised: it is a cache)."""
+    def generation(self, segment_id: uuid.UUID) -> int:
+        """Taken when a chunk is fetched, handed to :meth:`write`: a :meth:`drop_segment` in
+        between (the bytes failed a check) makes that write a no-op."""
+        with self._lock:
+            return self._generations.get(segment_id, 0)
+
+    def write(self, key: ChunkKey, chunk: bytes, generation: int = 0) -> None:
+        """Store ``chunk`` (a failure is counted and logged, never raised: it is a cache),
+        unless its segment was dropped since ``generation`` was taken."""
         size = _HEADER.size + len(chunk)
         if size > self._max_bytes:
             return
         with self._lock:
+            if self._generations.get(key[0], 0) != generation:
+                return
             if key in self._files:
                 self._files.move_to_end(key)
                 return
@@ -167,14 +180,21 @@ class ChunkDiskTier:
             self._unlink(tmp)
             return
         with self._lock:
-            if key not in self._files:
-                self._files[key] = size
-                self._bytes += size
-            self._evict_locked()
+            if self._generations.get(key[0], 0) != generation:
+                doomed = [path]  # dropped while this was written: never keep it
+            else:
+                if key not in self._files:
+                    self._files[key] = size
+                    self._bytes += size
+                doomed = self._evict_locked()
+        for old in doomed:
+            self._unlink(old)
 
     def drop_segment(self, segment_id: uuid.UUID) -> int:
-        """Remove every chunk file of a segment (bytes that later failed a check)."""
+        """Remove every chunk file of a segment (bytes that later failed a check), and make
+        writes of chunks fetched before now no-ops."""
         with self._lock:
+            self._generations[segment_id] = self._generations.get(segment_id, 0) + 1
             doomed = [k for k in self._files if k[0] == segment_id]
             for key in doomed:
                 self._bytes -= self._files.pop(key)
@@ -188,12 +208,16 @@ class ChunkDiskTier:
             if size is not None:
                 self._bytes -= size
 
-    def _evict_locked(self) -> None:
+    def _evict_locked(self) -> list[Path]:
+        """Forget the least recently used files beyond the bound; the caller unlinks them
+        outside the lock."""
+        doomed = []
         while self._bytes > self._max_bytes and self._files:
             key, size = self._files.popitem(last=False)
             self._bytes -= size
             self._evictions += 1
-            self._unlink(self._dir / _name(key))
+            doomed.append(self._dir / _name(key))
+        return doomed
 
     @staticmethod
     def _unlink(path: Path) -> None:

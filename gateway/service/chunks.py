@@ -40,6 +40,7 @@ log = logging.getLogger(__name__)
 
 READAHEAD_TIMEOUT = 30.0
 SHARED_LOAD_TIMEOUT = 30.0  # a load many readers may join runs on its own deadline
+MAX_PENDING_DISK_WRITES = 64 << 20  # chunk bytes queued for the disk tier, at most
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,6 +89,7 @@ class ChunkCache:
         self._tasks: set[asyncio.Task[None]] = set()
         self._last_read: LRUCache[uuid.UUID, tuple[int, int]] = LRUCache(maxsize=4096)
         self._hits = self._misses = self._loads = self._failures = self._readahead = 0
+        self._disk_pending = 0
 
     def stats(self) -> ChunkCacheStats:
         return ChunkCacheStats(
@@ -103,8 +105,10 @@ class ChunkCache:
         )
 
     async def settle(self) -> None:
-        """Wait for the background work (read-ahead, disk writes) started so far."""
-        await asyncio.gather(*list(self._tasks), return_exceptions=True)
+        """Wait until no background work (read-ahead, disk writes) is left, including work
+        that the awaited work started."""
+        while self._tasks:
+            await asyncio.gather(*list(self._tasks), return_exceptions=True)
 
     async def aclose(self) -> None:
         for task in list(self._tasks):
@@ -188,6 +192,7 @@ class ChunkCache:
     ) -> None:
         keys = [(segment_id, c.id) for c in chunks]
         self._loads += 1
+        generation = self.disk.generation(segment_id) if self.disk is not None else 0
         try:
             found = await self._from_disk(keys)
             remote = [c for c, key in zip(chunks, keys, strict=True) if key not in found]
@@ -213,7 +218,10 @@ class ChunkCache:
                 future.set_result(piece)
         if self.disk is not None and remote:
             written = [((segment_id, c.id), p) for c, p in zip(remote, fetched, strict=True)]
-            self._spawn(self._to_disk(written))
+            size = sum(len(p) for _, p in written)
+            if self._disk_pending + size <= MAX_PENDING_DISK_WRITES:  # a slow disk sheds writes
+                self._disk_pending += size
+                self._spawn(self._to_disk(written, generation, size))
 
     async def _from_disk(self, keys: list[ChunkKey]) -> dict[ChunkKey, bytes]:
         disk = self.disk
@@ -230,25 +238,32 @@ class ChunkCache:
 
         return await asyncio.get_running_loop().run_in_executor(self._executor, read)
 
-    async def _to_disk(self, written: list[tuple[ChunkKey, bytes]]) -> None:
+    async def _to_disk(
+        self, written: list[tuple[ChunkKey, bytes]], generation: int, size: int
+    ) -> None:
         disk = self.disk
         assert disk is not None
 
         def write() -> None:
             for key, chunk in written:
-                disk.write(key, chunk)
+                disk.write(key, chunk, generation)
 
-        await asyncio.get_running_loop().run_in_executor(self._executor, write)
+        try:
+            await asyncio.get_running_loop().run_in_executor(self._executor, write)
+        finally:
+            self._disk_pending -= size
 
-    def invalidate(self, segment_id: uuid.UUID) -> int:
-        """Drop every cached chunk of a segment (a scan of the keys: for the rare case of
-        bytes that failed a check after caching, e.g. a CRC, so the next read fetches anew).
-        Returns how many were dropped."""
+    async def invalidate(self, segment_id: uuid.UUID) -> int:
+        """Drop every cached chunk of a segment, in memory and on disk (for the rare case of
+        bytes that failed a check after caching, e.g. a CRC, so the next read fetches anew;
+        an untransformed chunk is only checked when its batches are framed). Returns how many
+        were dropped from memory."""
         doomed = [key for key in self._lru if key[0] == segment_id]
         for key in doomed:
             self._lru.pop(key, None)
         if self.disk is not None:
-            self.disk.drop_segment(segment_id)  # a few unlinks, on this rare path
+            loop = asyncio.get_running_loop()
+            await loop.run_in_executor(self._executor, self.disk.drop_segment, segment_id)
         return len(doomed)
 
     def _maybe_read_ahead(
@@ -256,10 +271,11 @@ class ChunkCache:
     ) -> None:
         previous = self._last_read.get(segment_id)
         self._last_read[segment_id] = (chunks[0].id, chunks[-1].id)
-        # Forward from the previous read: the next read starts inside it or right after. A
-        # client paging with a small max_bytes restarts each page at an index entry, often a
-        # few chunks before where the previous (window-sized) read ended.
-        sequential = previous is not None and previous[0] <= chunks[0].id <= previous[1] + 1
+        # Forward from the previous read: the next read starts after its first chunk, inside it
+        # or right after it. A client paging with a small max_bytes restarts each page at an
+        # index entry, often a few chunks before where the previous (window-sized) read ended;
+        # the same range read again (many readers of one offset) is no pattern.
+        sequential = previous is not None and previous[0] < chunks[0].id <= previous[1] + 1
         if not sequential or not 0 < self._readahead_bytes <= self._max_bytes // 2:
             return
         index = segment.manifest.chunk_index

@@ -16,10 +16,10 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Literal, Protocol
 
-from gateway.errors import CorruptDataError, InvalidRequestError
+from gateway.errors import CorruptDataError, GatewayError, InvalidRequestError
 from gateway.metadata.backend import MemoryBackend
 from gateway.metadata.manager import RemoteLogMetadataManager
-from gateway.metadata.model import TopicIdPartition
+from gateway.metadata.model import RemoteLogSegmentMetadata, TopicIdPartition
 from gateway.metadata.scan import BucketScanner, checkpoint_reader
 from gateway.metadata.sqlite import SQLiteBackend
 from gateway.remote.keyring import KeyRing
@@ -176,8 +176,7 @@ class GatewayService:
             # catalog forgets it now (not at the next rescan); then re-resolve once. A second
             # miss is the answer: 416 when nothing covers the offset any more, else 404.
             log.info("segment gone during a fetch of %s at %d; re-resolving", tp, offset)
-            if self.scanner is not None:
-                await self.scanner.forget_if_vanished(exc.meta)
+            await self._forget(exc.meta, deadline)
             reads, next_offset = await self._fetcher.fetch(tp, offset, max_bytes, deadline)
         except CorruptDataError as exc:
             # Bytes that fail a check are never served. They may have been damaged in transit
@@ -194,6 +193,15 @@ class GatewayService:
         return FetchResult(
             tp.topic, tp.topic_id, tp.partition, to_batches(reads), next_offset, start, end, aborted
         )
+
+    async def _forget(self, meta: RemoteLogSegmentMetadata, deadline: Deadline) -> None:
+        if self.scanner is None:
+            return
+        try:
+            if await self.scanner.forget_if_vanished(meta, self.retrier, deadline):
+                await self.source.chunks.invalidate(meta.segment_id.id)  # and its chunks
+        except GatewayError as exc:  # the check failed: the re-fetch gives the answer
+            log.info("could not check segment %s: %s", meta.segment_id, exc)
 
     async def decode(
         self, result: FetchResult, offset: int, isolation: IsolationLevel

@@ -27,7 +27,12 @@ import asyncio
 import struct
 from dataclasses import dataclass
 
-from gateway.errors import CorruptDataError, ObjectNotFoundError, OffsetOutOfRangeError
+from gateway.errors import (
+    CorruptDataError,
+    GatewayError,
+    ObjectNotFoundError,
+    OffsetOutOfRangeError,
+)
 from gateway.kafka.batch import LOG_OVERHEAD, iter_batches
 from gateway.metadata.manager import RemoteLogMetadataManager
 from gateway.metadata.model import RemoteLogSegmentMetadata, SegmentState, TopicIdPartition
@@ -113,8 +118,12 @@ class Fetcher:
         while meta is not None:
             try:
                 read, full = await self._read_segment(meta, target, budget, not reads, deadline)
-            except ObjectNotFoundError as exc:
-                raise SegmentVanishedError(str(exc), meta) from exc
+            except GatewayError as exc:
+                if reads:  # what was read stands; the next fetch meets the failure first
+                    break
+                if isinstance(exc, ObjectNotFoundError):
+                    raise SegmentVanishedError(str(exc), meta) from exc
+                raise
             if read is not None:
                 reads.append(read)
                 budget -= len(read.data)
@@ -186,7 +195,7 @@ class Fetcher:
             except CorruptDataError as exc:
                 # The cache may hold the bad bytes (an untransformed chunk is only checked
                 # here): drop them, so a retry reads the object again.
-                self._source.chunks.invalidate(meta.segment_id.id)
+                await self._source.chunks.invalidate(meta.segment_id.id)
                 raise type(exc)(f"{key} (read from byte {base}): {exc}") from exc
             if at_end:  # a truncated tail at the segment end ends the stream, as in Kafka
                 return done(False)

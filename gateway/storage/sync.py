@@ -55,13 +55,16 @@ class SyncStoreSpec:
     endpoint_url: str | None = None
     region: str | None = None
     path_style: bool = False
+    timeout_s: float = 30.0  # per S3 attempt: connect and each socket read
 
     def open(self) -> SyncObjectStore:
         parsed = urlparse(self.url)
         if parsed.scheme == "s3":
             if not parsed.netloc or parsed.path not in ("", "/"):
                 raise ConfigurationError(f"store URL {self.url!r}: expected s3://bucket")
-            return SyncS3Store(parsed.netloc, self.endpoint_url, self.region, self.path_style)
+            return SyncS3Store(
+                parsed.netloc, self.endpoint_url, self.region, self.path_style, self.timeout_s
+            )
         if parsed.scheme == "file":
             if parsed.netloc not in ("", "localhost"):
                 raise ConfigurationError(f"store URL {self.url!r}: file URLs take no host")
@@ -158,9 +161,12 @@ class SyncS3Store:
         endpoint_url: str | None = None,
         region: str | None = None,
         path_style: bool = False,
+        timeout_s: float = 30.0,
     ) -> None:
         self._bucket = bucket
         config = Config(
+            connect_timeout=min(timeout_s, 10.0),
+            read_timeout=timeout_s,
             retries={"total_max_attempts": 1, "mode": "standard"},
             s3={"addressing_style": "path" if path_style else "auto"},
             max_pool_connections=32,

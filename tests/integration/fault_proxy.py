@@ -65,7 +65,10 @@ def _app(upstream: str, faults: Faults) -> FastAPI:
         with faults.lock:
             faults.requests.append((request.method, target, request.headers.get("range", "")))
         faulty = request.method == "GET" and target.endswith(faults.suffix)
-        mode = faults.mode if faulty else None
+        with faults.lock:
+            mode = faults.mode if faulty else None
+            if mode == "corrupt_once":  # claimed by this GET alone
+                faults.mode = None
         if mode == "503":
             return Response(SLOW_DOWN, status_code=503, media_type="application/xml")
         if mode == "stall":  # held until the test lifts the fault (or a minute passes)
@@ -84,8 +87,6 @@ def _app(upstream: str, faults: Faults) -> FastAPI:
             content=await request.body(),
         )
         body = upstream_response.content
-        if mode == "corrupt_once":
-            faults.mode = None
         if (
             mode in ("corrupt", "corrupt_once")
             and upstream_response.status_code in (200, 206)

@@ -205,6 +205,40 @@ def test_raw_batches_decode_with_kafka_python(
         assert got == [(w.offset, w.key, w.value) for w in written.records], (topic, p)
 
 
+def test_raw_read_committed_with_the_aborted_list_gives_the_committed_records(
+    client: httpx.Client, bucket: IndependentBucket
+) -> None:
+    """A client bringing its own decoder: kafka-python frames the raw batches and this test
+    applies the consumer's rule with the X-Aborted-Transactions list."""
+    for (topic, p), written in bucket.partitions.items():
+        offset, got = 0, []
+        aborted_pids: set[int] = set()
+        while offset < written.next_offset:
+            r = client.get(
+                RECORDS.format(topic=topic, partition=p),
+                params={"offset": offset, "max_bytes": 3000, "isolation_level": "read_committed"},
+                headers={"Accept": "application/octet-stream"},
+            )
+            assert r.status_code == 200
+            pending = sorted(
+                (t["first_offset"], t["producer_id"])
+                for t in json.loads(r.headers["x-aborted-transactions"])
+            )
+            records = MemoryRecords(r.content)
+            while (batch := records.next_batch()) is not None:
+                last = batch.base_offset + batch.last_offset_delta
+                while pending and pending[0][0] <= last:
+                    aborted_pids.add(pending.pop(0)[1])
+                if batch.is_control_batch:
+                    aborted_pids.discard(batch.producer_id)  # its marker ends the transaction
+                    continue
+                if batch.is_transactional and batch.producer_id in aborted_pids:
+                    continue
+                got += [(x.offset, x.value) for x in batch if x.offset >= offset]
+            offset = int(r.headers["x-next-offset"])
+        assert got == [(w.offset, w.value) for w in written.committed()], (topic, p)
+
+
 def test_one_record_larger_than_max_bytes_is_returned(
     client: httpx.Client, bucket: IndependentBucket
 ) -> None:

@@ -128,3 +128,50 @@ async def test_a_restarted_gateway_reads_chunks_from_disk(
         with pytest.raises(StorageUnavailableError):  # and nothing else was cached
             await svc.fetch("orders", 1, 0, max_bytes=100, isolation=RU,
                             deadline=Deadline.after(5))  # fmt: skip
+
+
+def test_a_write_fetched_before_a_drop_is_never_kept(tmp_path: Path) -> None:
+    tier = ChunkDiskTier(tmp_path, 1 << 20)
+    tier.open()
+    before = tier.generation(SID)
+    tier.drop_segment(SID)  # the fetched bytes failed a check while the write was queued
+    tier.write((SID, 0), b"damaged", before)
+    assert tier.read((SID, 0)) is None and not list(tmp_path.glob("*.chunk"))
+    tier.write((SID, 0), b"good", tier.generation(SID))
+    assert tier.read((SID, 0)) == b"good"
+
+
+async def test_bytes_damaged_in_transit_never_reach_the_disk_tier(
+    demo: DemoBucket, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An untransformed chunk is only checked when its batches are framed, after the disk
+    write was queued: the CRC failure must drop it there too, and the retry read it anew."""
+    real = FilesystemStore.get_range
+    damaged = []
+
+    async def once(self: FilesystemStore, key: str, start: int, end: int) -> bytes:
+        data = await real(self, key, start, end)
+        if key.endswith(".log") and not damaged and len(data) > 200:
+            damaged.append(key)
+            flipped = bytearray(data)
+            flipped[100] ^= 1
+            data = bytes(flipped)
+        return data
+
+    monkeypatch.setattr(FilesystemStore, "get_range", once)
+    settings = Settings(
+        store=demo.store_url, key_prefix=demo.key_prefix, key_pairs=[demo.key_pair_spec],
+        chunk_cache_dir=tmp_path / "chunks", readahead_bytes=0,
+    )  # fmt: skip
+    want = [(e.offset, e.value) for e in expected_records(demo.root / "segments" / "orders-0")]
+    async for svc in _ready(settings):
+        result = await svc.fetch("orders", 0, 0, max_bytes=1 << 20, isolation=RU,
+                                 deadline=Deadline.after(10))  # fmt: skip
+        got = await svc.decode(result, 0, RU)
+        assert damaged and [(r.offset, r.record.value) for r in got] == want[: len(got)]
+        await svc.source.chunks.settle()
+    monkeypatch.setattr(FilesystemStore, "get_range", real)
+    async for svc in _ready(settings):  # a restart: what is on disk must be good
+        assert [(g[0], g[3]) for g in await walk(svc, "orders", 0, RU, 1 << 20)] == want
+        disk = svc.source.chunks.disk
+        assert disk is not None and disk.stats().corrupt_removed == 0

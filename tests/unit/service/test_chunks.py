@@ -64,7 +64,7 @@ async def test_concurrent_misses_share_one_load(
     assert reader.counters.gets == 1 and cache.stats().loads == 1
     assert await cache.read(remote, SID, 0, 3000, Deadline.after(10)) == log[:3000]
     assert reader.counters.gets == 1  # all from memory now
-    assert cache.invalidate(SID) == 5 and cache.stats().entries == 0
+    assert await cache.invalidate(SID) == 5 and cache.stats().entries == 0
 
 
 async def test_a_failed_load_is_not_kept(

@@ -256,3 +256,32 @@ async def test_a_deleted_segment_is_out_of_range_not_an_empty_page(
         with pytest.raises(OffsetOutOfRangeError):
             await svc.fetch("orders", 0, last.start_offset + 1, max_bytes=100, isolation=RU,
                             deadline=Deadline.after(5))  # fmt: skip
+
+
+async def test_a_failing_later_segment_does_not_sink_what_was_read(
+    service: GatewayService, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A response that would continue into a segment the store cannot serve ends with what
+    it has; the next fetch, starting there, meets the failure."""
+    from gateway.errors import StorageUnavailableError  # noqa: PLC0415
+    from gateway.storage.filesystem import FilesystemStore  # noqa: PLC0415
+
+    segments = await service.segments("audit", 0)
+    first, second = segments[0], segments[1]
+    real = FilesystemStore.get_range
+
+    async def second_down(self: FilesystemStore, key: str, start: int, end: int) -> bytes:
+        if second.segment_id in key and key.endswith(".log"):
+            raise StorageUnavailableError(f"{key}: 503 SlowDown")
+        return await real(self, key, start, end)
+
+    monkeypatch.setattr(FilesystemStore, "get_range", second_down)
+    result = await service.fetch(
+        "audit", 0, first.start_offset, max_bytes=64 << 20, isolation=RU,
+        deadline=Deadline.after(20),
+    )  # fmt: skip
+    assert result.batches and result.batches[-1].last_offset == first.end_offset
+    assert result.next_offset == first.end_offset + 1 == second.start_offset
+    with pytest.raises(StorageUnavailableError):
+        await service.fetch("audit", 0, result.next_offset, max_bytes=100, isolation=RU,
+                            deadline=Deadline.after(20))  # fmt: skip
