@@ -33,6 +33,7 @@ bench: $(VENV)/.installed-dev
 	$(BIN)/python -m tests.bench.bench_indexcache
 	$(BIN)/python -m tests.bench.bench_s3
 	$(BIN)/python -m tests.bench.bench_metadata
+	$(BIN)/python -m tests.bench.bench_spark
 
 lint: $(VENV)/.installed-dev
 	$(BIN)/ruff check gateway indexcache tests

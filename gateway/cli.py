@@ -14,7 +14,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from gateway import __version__
-from gateway.commands import catalog, serve
+from gateway.commands import catalog, export, scrub, serve
 from gateway.errors import ConfigurationError, GatewayError
 
 EXIT_OK = 0
@@ -73,6 +73,8 @@ def _parser() -> argparse.ArgumentParser:
     )
 
     catalog.add_parser(sub)
+    export.add_parser(sub)
+    scrub.add_parser(sub)
     serve.add_parser(sub)
 
     g = sub.add_parser("demo-segment", help="write a demo segment folder, as a broker would")
@@ -250,6 +252,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _guarded(lambda a: asyncio.run(_tier_async(a)), args)
     if args.command == "catalog":
         return _guarded(catalog.run, args)
+    if args.command == "export":
+        return _guarded(export.run, args)
+    if args.command == "scrub":
+        return _guarded(scrub.run, args)
     if args.command in ("serve", "demo"):
         return _guarded(serve.run, args)
     if args.command == "demo-segment":

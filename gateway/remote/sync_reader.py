@@ -24,6 +24,7 @@ from gateway.remote.reader import (
     plan_gets,
     split_indexes,
 )
+from gateway.remote.transforms import detransform_index_piece
 from gateway.storage.retry import Deadline, Retrier
 from gateway.storage.sync import SyncObjectStore
 
@@ -81,7 +82,7 @@ class SyncSegmentReader:
             pieces = (
                 [data]
                 if transform.is_identity and len(get.chunks) == 1
-                else detransform_get(data, get, transform)
+                else detransform_get(data, get, transform, key)
             )
             yield from zip(get.chunks, pieces, strict=True)
 
@@ -113,3 +114,15 @@ class SyncSegmentReader:
         transaction index)."""
         key = segment.key.with_suffix(Suffix.INDEXES).key
         return split_indexes(self._get(key, 0, indexes_end(segment)), segment)
+
+    def read_index_piece(self, segment: RemoteSegment, kind: IndexType) -> bytes | None:
+        """One piece of the ``.indexes`` object from a GET of its own range (``None`` when the
+        segment has none): a Spark task splitting a 1 GiB segment needs its 2 MiB offset
+        index, not the 5 MiB of all five pieces."""
+        piece = segment.manifest.segment_indexes[kind]
+        if piece is None:
+            return None
+        if piece.size == 0:
+            return b""
+        key = segment.key.with_suffix(Suffix.INDEXES).key
+        return detransform_index_piece(self._get(key, piece.position, piece.end), segment.transform)

@@ -35,7 +35,7 @@ def _epoch(batch: RecordBatch) -> int | None:
     return batch.partition_leader_epoch if batch.partition_leader_epoch >= 0 else None
 
 
-def _scan_window(
+def scan_window(
     buf: bytes, meta: RemoteLogSegmentMetadata, timestamp: int, start: int
 ) -> tuple[OffsetResult | None, int]:
     """The first record at or after ``timestamp`` and ``start`` among the whole batches of
@@ -51,6 +51,28 @@ def _scan_window(
             if ts >= timestamp and record.offset >= start:
                 return OffsetResult(record.offset, ts, _epoch(batch)), consumed
     return None, consumed
+
+
+def timestamp_segment(
+    rlmm: RemoteLogMetadataManager, tp: TopicIdPartition, timestamp: int
+) -> tuple[RemoteLogSegmentMetadata, int] | None:
+    """The segment ``findOffsetByTimestamp`` searches for ``timestamp`` and the remote log
+    start offset (RLMM reads only; shared with the Spark planner)."""
+    start, end = remote_bounds(rlmm, tp)
+    if end == 0:
+        return None
+    lineage = rlmm.epoch_lineage(tp)
+    first_epoch = rlmm.epoch_for_offset(tp, start)
+    epochs = [e.epoch for e in lineage if first_epoch is None or e.epoch >= first_epoch]
+    for epoch in epochs:
+        for meta in rlmm.list_remote_log_segments(tp, epoch):
+            if (
+                meta.max_timestamp_ms >= timestamp
+                and meta.end_offset >= start
+                and meta.state is SegmentState.COPY_SEGMENT_FINISHED
+            ):
+                return meta, start
+    return None
 
 
 class OffsetFinder:
@@ -94,29 +116,10 @@ class OffsetFinder:
         # after it: the time index finds its neighbourhood (``offsetOfMaxTimestamp``).
         return await self._search(best, best.max_timestamp_ms, start, deadline)
 
-    def _timestamp_segment(
-        self, tp: TopicIdPartition, timestamp: int
-    ) -> tuple[RemoteLogSegmentMetadata, int] | None:
-        start, end = remote_bounds(self._rlmm, tp)
-        if end == 0:
-            return None
-        lineage = self._rlmm.epoch_lineage(tp)
-        first_epoch = self._rlmm.epoch_for_offset(tp, start)
-        epochs = [e.epoch for e in lineage if first_epoch is None or e.epoch >= first_epoch]
-        for epoch in epochs:
-            for meta in self._rlmm.list_remote_log_segments(tp, epoch):
-                if (
-                    meta.max_timestamp_ms >= timestamp
-                    and meta.end_offset >= start
-                    and meta.state is SegmentState.COPY_SEGMENT_FINISHED
-                ):
-                    return meta, start
-        return None
-
     async def for_timestamp(
         self, tp: TopicIdPartition, timestamp: int, deadline: Deadline
     ) -> OffsetResult:
-        picked = await asyncio.to_thread(self._timestamp_segment, tp, timestamp)
+        picked = await asyncio.to_thread(timestamp_segment, self._rlmm, tp, timestamp)
         if picked is None:
             return NOT_FOUND
         return await self._search(picked[0], timestamp, picked[1], deadline)
@@ -134,7 +137,7 @@ class OffsetFinder:
             data, size = await self._source.read(meta, cursor, cursor + _WINDOW, deadline)
             buf = pending + data
             hit, consumed = await loop.run_in_executor(
-                self._executor, _scan_window, buf, meta, timestamp, start
+                self._executor, scan_window, buf, meta, timestamp, start
             )
             if hit is not None:
                 return hit

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import sys
 from collections.abc import Iterator
 
 import pytest
@@ -12,6 +13,7 @@ from pyspark.sql import SparkSession
 @pytest.fixture(scope="session")
 def spark() -> Iterator[SparkSession]:
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)  # workers need this venv
     session = (
         SparkSession.builder.master("local[2]")
         .appName("tiered-gateway-tests")

@@ -1,0 +1,127 @@
+"""``tiered-gateway export``: write a topic's records from the bucket to Parquet with Spark.
+
+The command only parses and hands over to :mod:`gateway.spark.export` (imported when it runs,
+so the CLI works without the ``spark`` extra until someone exports). The same arguments are
+the job's under spark-submit: ``spark-submit gateway/spark/export.py --store ... --output ...``
+or ``python -m gateway.spark.export ...``.
+
+``--from`` / ``--to`` take ``earliest``, ``latest``, an offset (every partition), Spark's
+per-partition JSON (``{"orders":{"0":23,"1":-2}}``), or a time: ``@<epoch ms>`` or ISO-8601
+(``2024-05-01T12:00:00Z``; no zone means UTC). ``--to`` is exclusive.
+"""
+
+from __future__ import annotations
+
+import argparse
+from datetime import UTC, datetime
+
+from gateway.commands.common import add_key_pair_arg, add_store_args
+from gateway.errors import ConfigurationError
+
+FORMATS = ("parquet", "orc", "json")
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    add_store_args(p)
+    add_key_pair_arg(p)
+    p.add_argument("--state-dir", help="plan from this catalog (tiered-gateway catalog scan)")
+    p.add_argument("--topic", required=True)
+    p.add_argument("--partitions", help="comma-separated partitions (default: all)")
+    p.add_argument("--from", dest="start", default="earliest", help="start (see above)")
+    p.add_argument("--to", dest="end", default="latest", help="end, exclusive (see above)")
+    p.add_argument(
+        "--isolation-level",
+        choices=("read_uncommitted", "read_committed"),
+        default="read_uncommitted",
+    )
+    p.add_argument("--include-headers", action="store_true")
+    p.add_argument("--output", required=True, help="output directory (any Hadoop path)")
+    p.add_argument("--format", choices=FORMATS, default="parquet")
+    p.add_argument(
+        "--mode",
+        choices=("errorifexists", "overwrite", "append", "ignore"),
+        default="errorifexists",
+        help="what to do when the output exists",
+    )
+    p.add_argument(
+        "--master",
+        help="local[*] (default when not under spark-submit), local[2], spark://host:7077 ...",
+    )
+    p.add_argument(
+        "--max-bytes-per-partition",
+        type=int,
+        default=128 * 1024 * 1024,
+        help="segment bytes per Spark task (larger segments are split at index entries)",
+    )
+    p.add_argument("--quiet", action="store_true", help="no progress line")
+
+
+def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    p = sub.add_parser("export", help="write a topic's records to Parquet with Spark")
+    add_arguments(p)
+
+
+def _time_ms(text: str) -> int | None:
+    if text.startswith("@"):
+        try:
+            return int(text[1:])
+        except ValueError:
+            return None
+    try:
+        moment = datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=UTC)
+    return int(moment.timestamp() * 1000)
+
+
+def bound_options(flag: str, text: str, *, ending: bool) -> dict[str, str]:
+    """The reader options for ``--from`` / ``--to``."""
+    side = "ending" if ending else "starting"
+    value = text.strip()
+    if value in ("earliest", "latest") or value.startswith("{") or value.lstrip("-").isdigit():
+        return {f"{side}Offsets": value}
+    ms = _time_ms(value)
+    if ms is None or ms < 0:
+        raise ConfigurationError(
+            f"{flag} {text!r}: expected earliest, latest, an offset, JSON, @<ms> or ISO-8601"
+        )
+    return {f"{side}Timestamp": str(ms)}
+
+
+def reader_options(args: argparse.Namespace) -> dict[str, str]:
+    """The ``tiered-kafka`` options an export reads with."""
+    opts = {
+        "store": args.store,
+        "keyPrefix": args.key_prefix,
+        "topic": args.topic,
+        "isolation.level": args.isolation_level,
+        "includeHeaders": str(bool(args.include_headers)).lower(),
+        "maxBytesPerPartition": str(args.max_bytes_per_partition),
+    }
+    if args.key_pair:
+        opts["keyPairs"] = ",".join(args.key_pair)
+    if args.s3_endpoint_url:
+        opts["s3.endpointUrl"] = args.s3_endpoint_url
+    if args.s3_region:
+        opts["s3.region"] = args.s3_region
+    if args.s3_path_style:
+        opts["s3.pathStyle"] = "true"
+    if args.state_dir:
+        opts["catalog"] = str(args.state_dir)
+    if args.partitions:
+        opts["partitions"] = args.partitions
+    opts.update(bound_options("--from", args.start, ending=False))
+    opts.update(bound_options("--to", args.end, ending=True))
+    return opts
+
+
+def run(args: argparse.Namespace) -> int:
+    try:
+        from gateway.spark.export import run_export  # noqa: PLC0415
+    except ImportError as exc:
+        raise ConfigurationError(
+            f"export needs the spark extra (pip install 'tiered-gateway[spark]'): {exc}"
+        ) from exc
+    return run_export(args)

@@ -1,0 +1,22 @@
+"""PySpark data source ``tiered-kafka`` and the export job (the optional ``spark`` extra).
+
+Layout, driver to executor:
+
+* :mod:`gateway.spark.options` parses the reader options (Spark's Kafka-source names) into a
+  frozen :class:`~gateway.spark.options.ReadOptions`; pure, no pyspark;
+* :mod:`gateway.spark.driver` builds the plan on the driver from the metadata (a bucket scan
+  into an in-memory RLMM, or a catalog) and resolves offset and timestamp bounds;
+* :mod:`gateway.spark.plan` cuts segments into splits (pure, picklable values);
+* :mod:`gateway.spark.read` reads one split on an executor into Arrow record batches;
+* :mod:`gateway.spark.source` is the only module importing ``pyspark.sql.datasource``;
+* :mod:`gateway.spark.export` is the job (``python -m gateway.spark.export`` or spark-submit).
+
+Only :mod:`~gateway.spark.source` and :mod:`~gateway.spark.export` import pyspark, so nothing
+outside this package needs the extra installed.
+"""
+
+from __future__ import annotations
+
+FORMAT_NAME = "tiered-kafka"
+
+__all__ = ["FORMAT_NAME"]

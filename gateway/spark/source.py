@@ -1,0 +1,106 @@
+"""The PySpark 4 Python data source ``tiered-kafka`` (the only place importing its API).
+
+    from gateway.spark.source import TieredKafkaDataSource
+    spark.dataSource.register(TieredKafkaDataSource)
+    df = (spark.read.format("tiered-kafka")
+          .option("store", "s3://bucket").option("keyPrefix", "tiered/")
+          .option("topic", "orders").option("startingOffsets", "earliest")
+          .load())
+
+The schema is Spark's Kafka source's (so existing jobs switch by changing the format name)
+plus ``leaderEpoch``. Planning (:func:`gateway.spark.driver.build_plan`) runs when Spark asks
+for the reader, in its planning worker on the driver: Spark pickles the reader for the tasks
+before it asks for the partitions, so the plan must exist by then. Each task reads one split
+(:func:`gateway.spark.read.read_split`) and yields Arrow batches.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pyarrow as pa
+from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
+from pyspark.sql.types import (
+    ArrayType,
+    BinaryType,
+    IntegerType,
+    LongType,
+    StringType,
+    StructField,
+    StructType,
+    TimestampType,
+)
+
+from gateway.errors import ConfigurationError
+from gateway.spark import FORMAT_NAME
+from gateway.spark.driver import ReadPlan, build_plan
+from gateway.spark.options import parse_options
+from gateway.spark.plan import Split
+from gateway.spark.read import read_split
+
+
+def spark_schema(include_headers: bool) -> StructType:
+    """``key, value, topic, partition, offset, timestamp, timestampType[, headers],
+    leaderEpoch``; every field nullable, as Spark's Kafka source declares them."""
+    fields = [
+        StructField("key", BinaryType()),
+        StructField("value", BinaryType()),
+        StructField("topic", StringType()),
+        StructField("partition", IntegerType()),
+        StructField("offset", LongType()),
+        StructField("timestamp", TimestampType()),
+        StructField("timestampType", IntegerType()),
+    ]
+    if include_headers:
+        header = StructType([StructField("key", StringType()), StructField("value", BinaryType())])
+        fields.append(StructField("headers", ArrayType(header)))
+    fields.append(StructField("leaderEpoch", IntegerType()))
+    return StructType(fields)
+
+
+class SplitPartition(InputPartition):
+    """One split (:class:`gateway.spark.plan.Split`) as Spark's input partition."""
+
+    def __init__(self, split: Split) -> None:
+        super().__init__(split)
+
+
+class TieredKafkaReader(DataSourceReader):
+    def __init__(self, plan: ReadPlan) -> None:
+        self.plan = plan
+
+    def partitions(self) -> list[InputPartition]:
+        return [SplitPartition(s) for s in self.plan.splits]
+
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        split = partition.value
+        if split is None:  # Spark's placeholder when there are no splits
+            return iter(())
+        if not isinstance(split, Split):
+            raise TypeError(f"not a tiered-kafka split: {split!r}")
+        return read_split(split, self.plan.context)
+
+
+class TieredKafkaDataSource(DataSource):
+    """``spark.read.format("tiered-kafka")``; options: :mod:`gateway.spark.options`."""
+
+    @classmethod
+    def name(cls) -> str:
+        return FORMAT_NAME
+
+    def schema(self) -> StructType:
+        return spark_schema(parse_options(self.options).include_headers)
+
+    def reader(self, schema: StructType) -> DataSourceReader:
+        opts = parse_options(self.options)
+        if schema != spark_schema(opts.include_headers):
+            raise ConfigurationError(
+                "format tiered-kafka has a fixed schema (Spark's Kafka source columns plus "
+                "leaderEpoch); do not pass .schema(...)"
+            )
+        return TieredKafkaReader(build_plan(opts))
+
+
+def register(spark: object) -> None:
+    """``spark.dataSource.register(TieredKafkaDataSource)`` for a SparkSession."""
+    spark.dataSource.register(TieredKafkaDataSource)  # type: ignore[attr-defined]
