@@ -475,33 +475,29 @@ async def test_sync_reader_flipped_byte_and_short_object(
         reader.read_range(remote, 0, 10)
 
 
-def test_blocking_retries_transient_faults_then_gives_up() -> None:
-    calls = []
+@pytest.mark.parametrize(
+    ("script", "attempts"),
+    [
+        ([StorageUnavailableError, StorageUnavailableError, None], 3),  # recovers
+        ([StorageUnavailableError] * 9, 5),  # gives up after max_attempts
+        ([ObjectNotFoundError], 1),  # permanent: never retried
+    ],
+)
+def test_blocking_retries(script: list[type[GatewayError] | None], attempts: int) -> None:
+    calls: list[int] = []
 
-    def flaky() -> bytes:
+    def op() -> bytes:
+        error = script[len(calls)]
         calls.append(1)
-        if len(calls) < 3:
-            raise StorageUnavailableError("503 SlowDown")
+        if error is not None:
+            raise error("fault")
         return b"ok"
 
     policy = RetryPolicy(max_attempts=5, base_delay=0.001, max_delay=0.002)
-    assert Retrier(policy).run_blocking("GET k", flaky, Deadline.after(5)) == b"ok"
-    assert len(calls) == 3
-
-    def down() -> bytes:
-        calls.append(1)
-        raise StorageUnavailableError("503 SlowDown")
-
-    calls.clear()
-    with pytest.raises(StorageUnavailableError):
-        Retrier(policy).run_blocking("GET k", down, Deadline.after(5))
-    assert len(calls) == 5
-
-    def missing() -> bytes:
-        calls.append(1)
-        raise ObjectNotFoundError("gone")
-
-    calls.clear()
-    with pytest.raises(ObjectNotFoundError):
-        Retrier(policy).run_blocking("GET k", missing, Deadline.after(5))
-    assert len(calls) == 1
+    final = script[attempts - 1]
+    if final is None:
+        assert Retrier(policy).run_blocking("GET k", op, Deadline.after(5)) == b"ok"
+    else:
+        with pytest.raises(final):
+            Retrier(policy).run_blocking("GET k", op, Deadline.after(5))
+    assert len(calls) == attempts
