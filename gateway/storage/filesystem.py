@@ -57,6 +57,27 @@ def key_path(root: Path, key: str) -> Path:
     return path
 
 
+def list_keys(root: Path, prefix: str) -> list[ObjectInfo]:
+    """The objects under ``root`` whose key starts with ``prefix``, in S3's order (UTF-8 bytes
+    of the key). Walks only below the deepest directory the prefix names; blocking."""
+    base_dir = prefix.rsplit("/", 1)[0] if "/" in prefix else ""
+    if base_dir:
+        key_path(root, base_dir)  # refuses prefixes that leave the root
+    start = root.joinpath(*base_dir.split("/")) if base_dir else root
+    found: list[ObjectInfo] = []
+    for dirpath, _dirs, files in os.walk(start):
+        for name in files:
+            if name.startswith(TMP_PREFIX):
+                continue
+            path = Path(dirpath, name)
+            key = path.relative_to(root).as_posix()
+            if key.startswith(prefix):
+                st = path.stat()
+                found.append(ObjectInfo(key, st.st_size, st.st_mtime))
+    found.sort(key=lambda info: info.key.encode())
+    return found
+
+
 def translate_os_error(key: str, exc: OSError) -> GatewayError:
     """An ``OSError`` from reading or writing ``key`` as a storage-tree error."""
     if isinstance(exc, (FileNotFoundError, IsADirectoryError, NotADirectoryError)):
@@ -87,9 +108,6 @@ class FilesystemStore:
 
     def _path(self, key: str) -> Path:
         return key_path(self._root, key)
-
-    def _key(self, path: Path) -> str:
-        return path.relative_to(self._root).as_posix()
 
     # --- errors --------------------------------------------------------------------------
 
@@ -146,27 +164,7 @@ class FilesystemStore:
         await self._run(key, lambda: self._path(key).unlink(missing_ok=True))
 
     async def list(self, prefix: str) -> AsyncIterator[ObjectInfo]:
-        # Walk only below the deepest directory the prefix names, then filter by string prefix.
-        base_dir = prefix.rsplit("/", 1)[0] if "/" in prefix else ""
-        start = self._root.joinpath(*base_dir.split("/")) if base_dir else self._root
-
-        def walk() -> list[ObjectInfo]:
-            if base_dir:
-                self._path(base_dir)  # refuses prefixes that leave the root
-            found: list[ObjectInfo] = []
-            for dirpath, _dirs, files in os.walk(start):
-                for name in files:
-                    if name.startswith(TMP_PREFIX):
-                        continue
-                    path = Path(dirpath, name)
-                    key = self._key(path)
-                    if key.startswith(prefix):
-                        st = path.stat()
-                        found.append(ObjectInfo(key, st.st_size, st.st_mtime))
-            found.sort(key=lambda info: info.key.encode())  # S3 lists in UTF-8 byte order
-            return found
-
-        for info in await self._run(prefix, walk):
+        for info in await self._run(prefix, lambda: list_keys(self._root, prefix)):
             yield info
 
     async def close(self) -> None:

@@ -85,21 +85,8 @@ class Retrier:
                 )
                 error.__cause__ = exc
             except GatewayError as exc:
-                if not exc.retriable:
-                    self.counters.failures += 1
-                    raise
                 error = exc
-            if attempt >= self.policy.max_attempts:
-                self.counters.failures += 1
-                raise error
-            delay = self.policy.backoff(attempt, self.rng)
-            if delay >= deadline.remaining():
-                self.counters.deadline_exceeded += 1
-                raise DeadlineExceededError(
-                    f"{what}: deadline passes before retry {attempt} could start"
-                ) from error
-            self.counters.retries += 1
-            await asyncio.sleep(delay)
+            await asyncio.sleep(self._delay_before_retry(what, attempt, error, deadline))
 
     def run_blocking(self, what: str, op: Callable[[], T], deadline: Deadline) -> T:
         """:meth:`run` for blocking callers (Spark executors, batch jobs): the same attempts,
@@ -114,20 +101,25 @@ class Retrier:
             try:
                 return op()
             except GatewayError as exc:
-                if not exc.retriable:
-                    self.counters.failures += 1
-                    raise
-                if attempt >= self.policy.max_attempts:
-                    self.counters.failures += 1
-                    raise
-                delay = self.policy.backoff(attempt, self.rng)
-                if delay >= deadline.remaining():
-                    self.counters.deadline_exceeded += 1
-                    raise DeadlineExceededError(
-                        f"{what}: deadline passes before retry {attempt} could start"
-                    ) from exc
-            self.counters.retries += 1
+                delay = self._delay_before_retry(what, attempt, exc, deadline)
             time.sleep(delay)
+
+    def _delay_before_retry(
+        self, what: str, attempt: int, error: GatewayError, deadline: Deadline
+    ) -> float:
+        """After failed ``attempt``: the backoff before the next one, or the error to raise
+        (not retriable, attempts used up, or the deadline passes before the retry)."""
+        if not error.retriable or attempt >= self.policy.max_attempts:
+            self.counters.failures += 1
+            raise error
+        delay = self.policy.backoff(attempt, self.rng)
+        if delay >= deadline.remaining():
+            self.counters.deadline_exceeded += 1
+            raise DeadlineExceededError(
+                f"{what}: deadline passes before retry {attempt} could start"
+            ) from error
+        self.counters.retries += 1
+        return delay
 
 
 async def wait_within(aw: Awaitable[T], deadline: Deadline, what: str) -> T:

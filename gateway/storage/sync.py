@@ -15,7 +15,6 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol, TypeVar
-from urllib.parse import unquote, urlparse
 
 import boto3
 import botocore.exceptions
@@ -23,8 +22,9 @@ from botocore.config import Config
 
 from gateway.errors import ConfigurationError, GatewayError, StorageUnavailableError
 from gateway.storage.base import ObjectInfo
-from gateway.storage.filesystem import TMP_PREFIX, key_path, translate_os_error
+from gateway.storage.filesystem import key_path, list_keys, translate_os_error
 from gateway.storage.s3_errors import translate
+from gateway.storage.url import parse_store_url
 
 T = TypeVar("T")
 
@@ -58,24 +58,10 @@ class SyncStoreSpec:
     timeout_s: float = 30.0  # per S3 attempt: connect and each socket read
 
     def open(self) -> SyncObjectStore:
-        parsed = urlparse(self.url)
-        if parsed.scheme == "s3":
-            if not parsed.netloc or parsed.path not in ("", "/"):
-                raise ConfigurationError(f"store URL {self.url!r}: expected s3://bucket")
-            return SyncS3Store(
-                parsed.netloc, self.endpoint_url, self.region, self.path_style, self.timeout_s
-            )
-        if parsed.scheme == "file":
-            if parsed.netloc not in ("", "localhost"):
-                raise ConfigurationError(f"store URL {self.url!r}: file URLs take no host")
-            path = Path(unquote(parsed.path))
-            if not path.is_absolute():
-                raise ConfigurationError(f"store URL {self.url!r}: the path must be absolute")
-            return SyncFilesystemStore(path)
-        raise ConfigurationError(
-            f"store URL {self.url!r}: unsupported scheme {parsed.scheme!r} "
-            "(supported: file:///absolute/dir, s3://bucket)"
-        )
+        where = parse_store_url(self.url)
+        if isinstance(where, Path):
+            return SyncFilesystemStore(where)
+        return SyncS3Store(where, self.endpoint_url, self.region, self.path_style, self.timeout_s)
 
 
 def _check_range(start: int, end: int) -> None:
@@ -127,26 +113,7 @@ class SyncFilesystemStore:
         return self._run(key, stat)
 
     def list(self, prefix: str) -> Iterator[ObjectInfo]:
-        base_dir = prefix.rsplit("/", 1)[0] if "/" in prefix else ""
-        if base_dir:
-            key_path(self._root, base_dir)  # refuses prefixes that leave the root
-        start = self._root.joinpath(*base_dir.split("/")) if base_dir else self._root
-
-        def walk() -> list[ObjectInfo]:
-            found: list[ObjectInfo] = []
-            for dirpath, _dirs, files in os.walk(start):
-                for name in files:
-                    if name.startswith(TMP_PREFIX):
-                        continue
-                    path = Path(dirpath, name)
-                    key = path.relative_to(self._root).as_posix()
-                    if key.startswith(prefix):
-                        st = path.stat()
-                        found.append(ObjectInfo(key, st.st_size, st.st_mtime))
-            found.sort(key=lambda info: info.key.encode())
-            return found
-
-        yield from self._run(prefix, walk)
+        yield from self._run(prefix, lambda: list_keys(self._root, prefix))
 
     def close(self) -> None:
         return None
