@@ -15,6 +15,7 @@ and one segment uploaded twice (the re-upload by the next leader displaces the f
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import random
 import struct
@@ -24,6 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Final
 
+import boto3
 from Crypto.PublicKey import RSA
 
 from gateway.kafka.codecs import Codec
@@ -38,6 +40,7 @@ from gateway.remote.tiering import (
     upload_segment,
 )
 from gateway.storage.base import ObjectStore
+from gateway.storage.factory import open_store
 from tests.unit.kafka.independent import Rec, as_broker, build
 
 KEY_ID: Final = "e2e"
@@ -250,6 +253,22 @@ def _uploads(
 async def upload_all(store: ObjectStore, bucket: IndependentBucket) -> None:
     for objects in bucket.uploads:
         await upload_segment(store, objects)
+
+
+def upload_to_moto(bucket: IndependentBucket, endpoint: str, name_prefix: str) -> str:
+    """A new bucket on the moto server at ``endpoint`` holding every upload; its name."""
+    name = f"{name_prefix}-{uuid.uuid4().hex[:12]}"
+    boto3.client("s3", endpoint_url=endpoint, region_name="us-east-1").create_bucket(Bucket=name)
+
+    async def upload() -> None:
+        store = await open_store(f"s3://{name}", endpoint_url=endpoint, region="us-east-1")
+        try:
+            await upload_all(store, bucket)
+        finally:
+            await store.close()
+
+    asyncio.run(upload())
+    return name
 
 
 def write_independent_bucket(root: Path) -> IndependentBucket:

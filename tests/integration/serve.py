@@ -1,4 +1,5 @@
-"""``tiered-gateway serve`` as a real process (uvicorn and the real service), for HTTP tests."""
+"""``tiered-gateway serve`` as a real process (uvicorn and the real service), and a walk of a
+partition by ``next_offset`` over HTTP, for the HTTP tests."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import sys
 import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
+from typing import Any
 
 import httpx
 
@@ -53,3 +55,28 @@ def _wait_ready(url: str, proc: subprocess.Popen[bytes], log_path: Path) -> None
             pass
         time.sleep(0.05)
     raise RuntimeError(f"serve did not become ready:\n{log_path.read_text()}")
+
+
+RECORDS = "/v1/topics/{topic}/partitions/{partition}/records"
+
+
+def walk(
+    client: httpx.Client, topic: str, partition: int, max_bytes: int, isolation: str
+) -> tuple[list[dict[str, Any]], int]:
+    info = client.get(f"/v1/topics/{topic}/partitions/{partition}").json()
+    offset, end = info["remote_log_start_offset"], info["remote_log_end_offset"]
+    records: list[dict[str, Any]] = []
+    pages = 0
+    while offset < end:
+        r = client.get(
+            RECORDS.format(topic=topic, partition=partition),
+            params={"offset": offset, "max_bytes": max_bytes, "isolation_level": isolation},
+        )
+        assert r.status_code == 200, r.text
+        body = r.json()
+        assert body["next_offset"] > offset, "a walk must always move forward"
+        assert body["log_end_offset"] == end
+        records += body["records"]
+        offset = body["next_offset"]
+        pages += 1
+    return records, pages

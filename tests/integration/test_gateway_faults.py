@@ -8,7 +8,6 @@ from __future__ import annotations
 import asyncio
 import base64
 import time
-import uuid
 from collections import Counter
 from collections.abc import Iterator
 
@@ -16,11 +15,10 @@ import boto3
 import httpx
 import pytest
 
-from gateway.storage.factory import open_store
 from tests.integration.fault_proxy import Faults, fault_proxy
 from tests.integration.independent_bucket import (
     IndependentBucket,
-    upload_all,
+    upload_to_moto,
     write_independent_bucket,
 )
 from tests.integration.serve import serve_process
@@ -36,20 +34,7 @@ def bucket(tmp_path_factory: pytest.TempPathFactory) -> IndependentBucket:
 
 @pytest.fixture(scope="module")
 def s3_name(bucket: IndependentBucket, moto_endpoint: str) -> str:
-    name = f"faults-{uuid.uuid4().hex[:12]}"
-    boto3.client("s3", endpoint_url=moto_endpoint, region_name="us-east-1").create_bucket(
-        Bucket=name
-    )
-
-    async def upload() -> None:
-        store = await open_store(f"s3://{name}", endpoint_url=moto_endpoint, region="us-east-1")
-        try:
-            await upload_all(store, bucket)
-        finally:
-            await store.close()
-
-    asyncio.run(upload())
-    return name
+    return upload_to_moto(bucket, moto_endpoint, "faults")
 
 
 @pytest.fixture(scope="module")

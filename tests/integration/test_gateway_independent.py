@@ -9,16 +9,13 @@ from __future__ import annotations
 import asyncio
 import base64
 import json
-import uuid
 from collections.abc import Iterator
 from typing import Any
 
-import boto3
 import httpx
 import pytest
 from kafka.record import MemoryRecords
 
-from gateway.storage.factory import open_store
 from gateway.storage.filesystem import FilesystemStore
 from tests.integration.independent_bucket import (
     BIG_VALUE,
@@ -27,9 +24,10 @@ from tests.integration.independent_bucket import (
     Written,
     WrittenPartition,
     upload_all,
+    upload_to_moto,
     write_independent_bucket,
 )
-from tests.integration.serve import serve_process
+from tests.integration.serve import serve_process, walk
 
 RECORDS = "/v1/topics/{topic}/partitions/{partition}/records"
 OFFSETS = "/v1/topics/{topic}/partitions/{partition}/offsets"
@@ -61,19 +59,7 @@ def base_url(
     if request.param == "filesystem":
         args = bucket.serve_args((bucket.root / "bucket").as_uri())
     else:
-        name = f"e2e-{uuid.uuid4().hex[:12]}"
-        boto3.client("s3", endpoint_url=moto_endpoint, region_name="us-east-1").create_bucket(
-            Bucket=name
-        )
-
-        async def upload() -> None:
-            store = await open_store(f"s3://{name}", endpoint_url=moto_endpoint, region="us-east-1")
-            try:
-                await upload_all(store, bucket)
-            finally:
-                await store.close()
-
-        asyncio.run(upload())
+        name = upload_to_moto(bucket, moto_endpoint, "e2e")
         args = bucket.serve_args(
             f"s3://{name}", "--s3-endpoint-url", moto_endpoint, "--s3-region", "us-east-1"
         )
@@ -102,25 +88,6 @@ def _want(w: Written) -> tuple[Any, ...]:
 def _got(r: dict[str, Any]) -> tuple[Any, ...]:
     return (r["offset"], r["timestamp"], r["timestamp_type"], r["key"], r["value"],
             r["headers"], r["leader_epoch"])  # fmt: skip
-
-
-def _walk(
-    client: httpx.Client, topic: str, partition: int, max_bytes: int, isolation: str
-) -> list[dict[str, Any]]:
-    offset, records = 0, []
-    info = client.get(f"/v1/topics/{topic}/partitions/{partition}").json()
-    end = info["remote_log_end_offset"]
-    while offset < end:
-        r = client.get(
-            RECORDS.format(topic=topic, partition=partition),
-            params={"offset": offset, "max_bytes": max_bytes, "isolation_level": isolation},
-        )
-        assert r.status_code == 200, r.text
-        body = r.json()
-        assert body["next_offset"] > offset and body["log_end_offset"] == end
-        records += body["records"]
-        offset = body["next_offset"]
-    return records
 
 
 def test_partitions_report_what_was_written(
@@ -155,7 +122,7 @@ def test_walk_returns_every_record_once_as_written(
 ) -> None:
     for (topic, p), written in bucket.partitions.items():
         want = written.committed() if isolation == "read_committed" else written.records
-        got = _walk(client, topic, p, max_bytes, isolation)
+        got, _ = walk(client, topic, p, max_bytes, isolation)
         assert [_got(r) for r in got] == [_want(w) for w in want], (topic, p)
 
 

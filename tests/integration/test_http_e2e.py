@@ -19,7 +19,7 @@ from kafka.record import MemoryRecords
 from prometheus_client.parser import text_string_to_metric_families
 
 from gateway.demo import DemoBucket, write_demo_bucket
-from tests.integration.serve import serve_process
+from tests.integration.serve import serve_process, walk
 from tests.unit.service.test_service_demo import Expected, expected_records
 
 RECORDS = "/v1/topics/{topic}/partitions/{partition}/records"
@@ -63,28 +63,6 @@ def _got(record: dict[str, Any]) -> tuple[Any, ...]:
     )
 
 
-def _walk(
-    client: httpx.Client, topic: str, partition: int, max_bytes: int, isolation: str
-) -> tuple[list[dict[str, Any]], int]:
-    info = client.get(f"/v1/topics/{topic}/partitions/{partition}").json()
-    offset, end = info["remote_log_start_offset"], info["remote_log_end_offset"]
-    records: list[dict[str, Any]] = []
-    pages = 0
-    while offset < end:
-        r = client.get(
-            RECORDS.format(topic=topic, partition=partition),
-            params={"offset": offset, "max_bytes": max_bytes, "isolation_level": isolation},
-        )
-        assert r.status_code == 200, r.text
-        body = r.json()
-        assert body["next_offset"] > offset, "a walk must always move forward"
-        assert body["log_end_offset"] == end
-        records += body["records"]
-        offset = body["next_offset"]
-        pages += 1
-    return records, pages
-
-
 def test_ready_and_topics(client: httpx.Client, demo: DemoBucket) -> None:
     assert client.get("/healthz").json() == {"status": "ok"}
     assert client.get("/readyz").status_code == 200
@@ -99,7 +77,7 @@ def test_walk_orders_by_next_offset_returns_every_record_once(
     client: httpx.Client, demo: DemoBucket, max_bytes: int
 ) -> None:
     expected = expected_records(demo.root / "segments" / "orders-0")
-    records, pages = _walk(client, "orders", 0, max_bytes, "read_uncommitted")
+    records, pages = walk(client, "orders", 0, max_bytes, "read_uncommitted")
     offsets = [r["offset"] for r in records]
     assert offsets == list(range(len(offsets)))  # contiguous, each exactly once
     assert offsets[-1] == demo.topic("orders").partition(0).last_offset
@@ -132,9 +110,9 @@ def test_ndjson_streams_the_whole_partition(client: httpx.Client, demo: DemoBuck
 def test_read_committed_on_payments(client: httpx.Client, demo: DemoBucket) -> None:
     expected = expected_records(demo.root / "segments" / "payments-0")
     assert any(e.aborted for e in expected)
-    committed, _ = _walk(client, "payments", 0, 4000, "read_committed")
+    committed, _ = walk(client, "payments", 0, 4000, "read_committed")
     assert [_got(r) for r in committed] == [_as_json(e) for e in expected if not e.aborted]
-    everything, _ = _walk(client, "payments", 0, 4000, "read_uncommitted")
+    everything, _ = walk(client, "payments", 0, 4000, "read_uncommitted")
     assert [_got(r) for r in everything] == [_as_json(e) for e in expected]
 
 

@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
+
+from gateway.service.core import GatewayService, open_service
 
 
 @dataclass
@@ -31,3 +36,14 @@ class Settings:
     retry_attempt_timeout_s: float = 5.0
     threads: int = 2
     rescan_interval_s: float = 0.0
+
+
+@contextlib.asynccontextmanager
+async def ready_service(settings: Settings) -> AsyncIterator[GatewayService]:
+    """An open service whose first bucket scan is done (or 4 s have passed)."""
+    async with open_service(settings) as svc:
+        for _ in range(200):
+            if svc.ready():
+                break
+            await asyncio.sleep(0.02)
+        yield svc

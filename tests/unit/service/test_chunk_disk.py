@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-import asyncio
 import dataclasses
 import os
 import stat
 import uuid
-from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
@@ -17,10 +15,9 @@ from hypothesis import strategies as st
 from gateway.demo import DemoBucket, write_demo_bucket
 from gateway.errors import StorageUnavailableError
 from gateway.service.chunk_disk import ChunkDiskTier
-from gateway.service.core import GatewayService, open_service
 from gateway.storage.filesystem import FilesystemStore
 from gateway.storage.retry import Deadline
-from tests.unit.service.support import Settings
+from tests.unit.service.support import Settings, ready_service
 from tests.unit.service.test_service_demo import RU, expected_records, walk
 
 SID = uuid.UUID(int=7)
@@ -89,15 +86,6 @@ def demo(tmp_path_factory: pytest.TempPathFactory) -> DemoBucket:
     return write_demo_bucket(tmp_path_factory.mktemp("disk-demo") / "root")
 
 
-async def _ready(settings: Settings) -> AsyncIterator[GatewayService]:
-    async with open_service(settings) as svc:
-        for _ in range(200):
-            if svc.ready():
-                break
-            await asyncio.sleep(0.02)
-        yield svc
-
-
 async def test_a_restarted_gateway_reads_chunks_from_disk(
     demo: DemoBucket, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -106,7 +94,7 @@ async def test_a_restarted_gateway_reads_chunks_from_disk(
         chunk_cache_dir=tmp_path / "chunks",
     )  # fmt: skip
     want = [(e.offset, e.value) for e in expected_records(demo.root / "segments" / "orders-0")]
-    async for svc in _ready(settings):
+    async with ready_service(settings) as svc:
         got = await walk(svc, "orders", 0, RU, 1 << 20)
         assert [(g[0], g[3]) for g in got] == want
         await svc.source.chunks.settle()  # the background disk writes
@@ -120,7 +108,7 @@ async def test_a_restarted_gateway_reads_chunks_from_disk(
         return await real(self, key, start, end)
 
     monkeypatch.setattr(FilesystemStore, "get_range", no_log_reads)
-    async for svc in _ready(dataclasses.replace(settings, retry_max_attempts=1)):
+    async with ready_service(dataclasses.replace(settings, retry_max_attempts=1)) as svc:
         got = await walk(svc, "orders", 0, RU, 1 << 20)
         assert [(g[0], g[3]) for g in got] == want  # every chunk came from the disk tier
         disk = svc.source.chunks.disk
@@ -164,14 +152,14 @@ async def test_bytes_damaged_in_transit_never_reach_the_disk_tier(
         chunk_cache_dir=tmp_path / "chunks", readahead_bytes=0,
     )  # fmt: skip
     want = [(e.offset, e.value) for e in expected_records(demo.root / "segments" / "orders-0")]
-    async for svc in _ready(settings):
+    async with ready_service(settings) as svc:
         result = await svc.fetch("orders", 0, 0, max_bytes=1 << 20, isolation=RU,
                                  deadline=Deadline.after(10))  # fmt: skip
         got = await svc.decode(result, 0, RU)
         assert damaged and [(r.offset, r.record.value) for r in got] == want[: len(got)]
         await svc.source.chunks.settle()
     monkeypatch.setattr(FilesystemStore, "get_range", real)
-    async for svc in _ready(settings):  # a restart: what is on disk must be good
+    async with ready_service(settings) as svc:  # a restart: what is on disk must be good
         assert [(g[0], g[3]) for g in await walk(svc, "orders", 0, RU, 1 << 20)] == want
         disk = svc.source.chunks.disk
         assert disk is not None and disk.stats().corrupt_removed == 0

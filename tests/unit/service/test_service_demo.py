@@ -21,7 +21,7 @@ from gateway.errors import OffsetOutOfRangeError, UnknownTopicOrPartitionError
 from gateway.service.core import GatewayService, open_service
 from gateway.service.types import IsolationLevel
 from gateway.storage.retry import Deadline
-from tests.unit.service.support import Settings
+from tests.unit.service.support import Settings, ready_service
 
 RU, RC = IsolationLevel.READ_UNCOMMITTED, IsolationLevel.READ_COMMITTED
 
@@ -84,11 +84,7 @@ async def service(demo: DemoBucket) -> AsyncIterator[GatewayService]:
         key_pairs=[demo.key_pair_spec],
         chunk_cache_bytes=1 << 20,
     )
-    async with open_service(settings) as svc:
-        for _ in range(200):
-            if svc.ready():
-                break
-            await asyncio.sleep(0.02)
+    async with ready_service(settings) as svc:
         yield svc
 
 
