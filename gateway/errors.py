@@ -216,3 +216,13 @@ class InvalidKeyError(GatewayError):
 
     status = 400
     code = "invalid_object_key"
+
+
+# --- batch jobs ------------------------------------------------------------------------------
+
+
+class ExportFailedError(GatewayError):
+    """A Spark task of an export failed after Spark's retries (the message is its error)."""
+
+    status = 500
+    code = "export_failed"

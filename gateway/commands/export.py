@@ -19,6 +19,8 @@ from gateway.commands.common import add_key_pair_arg, add_store_args
 from gateway.errors import ConfigurationError
 
 FORMATS = ("parquet", "orc", "json")
+WRITERS = ("arrow", "spark")
+COMPRESSIONS = ("snappy", "zstd", "gzip", "lz4", "none")
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -37,6 +39,19 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--include-headers", action="store_true")
     p.add_argument("--output", required=True, help="output directory (any Hadoop path)")
     p.add_argument("--format", choices=FORMATS, default="parquet")
+    p.add_argument(
+        "--writer",
+        choices=WRITERS,
+        help="arrow: each task writes Parquet with Arrow (the default for parquet, and the "
+        "fast one); spark: Spark's DataFrame writer (any Hadoop path; orc and json)",
+    )
+    p.add_argument(
+        "--compression",
+        choices=COMPRESSIONS,
+        default="snappy",
+        help="the output's compression codec (default snappy; orc takes zstd, lz4, snappy, "
+        "none; json gzip, lz4, snappy, none)",
+    )
     p.add_argument(
         "--mode",
         choices=("errorifexists", "overwrite", "append", "ignore"),

@@ -97,7 +97,7 @@ def _spark_failures() -> Iterator[None]:
     except (ImportError, GatewayError):
         raise
     except Exception as exc:
-        from py4j.protocol import Py4JError  # type: ignore[import-untyped]  # noqa: PLC0415
+        from py4j.protocol import Py4JError  # noqa: PLC0415
         from pyspark.errors import PySparkException  # noqa: PLC0415
 
         if not isinstance(exc, PySparkException | Py4JError):

@@ -5,35 +5,62 @@
     spark-submit --master spark://host:7077 gateway/spark/export.py --store ... --output ...
     python -m gateway.spark.export --store ... --output ...
 
-Reads with the ``tiered-kafka`` data source and writes ``partitionBy("topic", "partition")``,
-so the output has one directory per Kafka partition. A session is built when none exists
-(``--master``, else ``local[*]`` outside spark-submit, whose ``--master`` wins). Progress goes
-to stderr: the write stage's finished and running tasks, refreshed in place on a terminal and
-every few seconds otherwise. The last line on stdout is a JSON summary with the record count
-(counted by an :class:`pyspark.sql.Observation` during the write, not by a second pass).
+Both writers give the layout of ``partitionBy("topic", "partition")``, one directory per
+Kafka partition:
+
+* ``--writer arrow`` (the default for Parquet): the driver plans the read once
+  (:func:`~gateway.spark.driver.build_plan`) and runs one task per split, each writing its
+  split's records as one Parquet file with Arrow (:mod:`gateway.spark.sink`); the record count
+  is the sum of the tasks' results. Any path Arrow reaches: local or shared filesystems,
+  ``s3://`` (``s3a://`` is read as ``s3://``, credentials from the AWS default chain), ``gs://``,
+  ``hdfs://``. ``--mode`` acts as Spark's; ``_SUCCESS`` is written last.
+* ``--writer spark`` (ORC, JSON, or Parquet to paths only Hadoop reaches): the ``tiered-kafka``
+  data source into Spark's DataFrame writer, the count by an :class:`pyspark.sql.Observation`
+  during the write.
+
+A session is built when none exists (``--master``, else ``local[*]`` outside spark-submit,
+whose ``--master`` wins). Progress goes to stderr: the running stages' finished and running
+tasks, refreshed in place on a terminal and every few seconds otherwise. The last line on
+stdout is a JSON summary. A failed task (corrupt data, an unreachable store) ends the job with
+exit code 1 and its error on stderr, and no ``_SUCCESS``.
 """
 
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import sys
 import threading
 import time
+import uuid
 from collections.abc import Sequence
 from typing import TextIO
 
-from pyspark.errors import AnalysisException
+import pyarrow.fs as pafs
+from py4j.protocol import Py4JJavaError
+from pyspark.errors import AnalysisException, PythonException
 from pyspark.sql import DataFrame, Observation, SparkSession
 from pyspark.sql.functions import count, lit
 
 from gateway.commands.export import add_arguments, reader_options
-from gateway.errors import ConfigurationError, GatewayError
+from gateway.errors import ConfigurationError, ExportFailedError, GatewayError
 from gateway.spark import FORMAT_NAME
+from gateway.spark.driver import build_plan
+from gateway.spark.options import parse_options
+from gateway.spark.sink import (
+    OutputSpec,
+    Written,
+    make_dir,
+    open_output,
+    remove_leftovers,
+    write_split,
+)
 from gateway.spark.source import TieredKafkaDataSource
 
 EXIT_OK = 0
+EXIT_FAILED = 1  # a task failed: corrupt data, the store unreachable
 EXIT_BAD_INPUT = 2
 
 
@@ -103,28 +130,97 @@ def read_topic(spark: SparkSession, options: dict[str, str]) -> DataFrame:
     return spark.read.format(FORMAT_NAME).options(**options).load()
 
 
+def writer_of(args: argparse.Namespace) -> str:
+    """``--writer``, defaulting to arrow for Parquet and Spark's writer for other formats."""
+    writer: str = args.writer or ("arrow" if args.format == "parquet" else "spark")
+    if writer == "arrow" and args.format != "parquet":
+        raise ConfigurationError(f"--writer arrow writes parquet only, not {args.format}")
+    return writer
+
+
 def export(spark: SparkSession, args: argparse.Namespace) -> dict[str, object]:
     """Run the export; the summary printed at the end."""
     started = time.monotonic()
-    observation = Observation("export")
+    writer = writer_of(args)
+    progress = Progress(spark, f"export {args.topic}") if not args.quiet else _Quiet()
     try:
-        df = read_topic(spark, reader_options(args))
-        observed = df.observe(observation, count(lit(1)).alias("records"))
-        writer = observed.write.mode(args.mode).partitionBy("topic", "partition")
-        with Progress(spark, f"export {args.topic}") if not args.quiet else _Quiet():
-            writer.format(args.format).save(args.output)
+        with progress:
+            if writer == "arrow":
+                written = _export_with_arrow(spark, args)
+            else:
+                written = _export_with_spark(spark, args)
     except AnalysisException as exc:  # an existing output, a bad path or option: no traceback
         raise ConfigurationError(f"export to {args.output}: {_last_line(exc)}") from exc
+    except (PythonException, Py4JJavaError) as exc:  # a task failed (after Spark's retries)
+        raise ExportFailedError(f"export of {args.topic} failed: {task_error(exc)}") from exc
     seconds = time.monotonic() - started
-    records = int(observation.get.get("records", 0))
+    records = written.get("records", 0)
     return {
         "topic": args.topic,
         "output": args.output,
         "format": args.format,
-        "records": records,
+        "writer": writer,
+        **written,
         "seconds": round(seconds, 3),
-        "records_per_s": round(records / seconds) if seconds > 0 else None,
+        "records_per_s": round(records / seconds) if seconds > 0 and records else None,
     }
+
+
+def _export_with_spark(spark: SparkSession, args: argparse.Namespace) -> dict[str, int]:
+    observation = Observation("export")
+    df = read_topic(spark, reader_options(args))
+    observed = df.observe(observation, count(lit(1)).alias("records"))
+    writer = observed.write.mode(args.mode).partitionBy("topic", "partition")
+    writer.format(args.format).option("compression", args.compression).save(args.output)
+    return {"records": int(observation.get.get("records", 0))}
+
+
+def _export_with_arrow(spark: SparkSession, args: argparse.Namespace) -> dict[str, int]:
+    """Plan on the driver, one task per split writing its own Parquet file."""
+    out = OutputSpec(args.output, uuid.uuid4().hex[:8], compression=args.compression)
+    fs, root = open_output(args.output)
+    if not prepare_output(fs, root, args.mode, args.output):
+        return {"records": 0, "files": 0, "bytes": 0, "skipped": 1}
+    plan = build_plan(parse_options(reader_options(args)))
+    results: list[Written] = []
+    if plan.splits:
+        job = functools.partial(write_split, ctx=plan.context, out=out)
+        rdd = spark.sparkContext.parallelize(plan.splits, len(plan.splits))
+        results = rdd.map(job).collect()
+    remove_leftovers(fs, root)
+    with fs.open_output_stream(f"{root}/_SUCCESS"):
+        pass
+    return {
+        "records": sum(r.records for r in results),
+        "files": sum(1 for r in results if r.path is not None),
+        "bytes": sum(r.bytes for r in results),
+    }
+
+
+def prepare_output(fs: pafs.FileSystem, root: str, mode: str, shown: str) -> bool:
+    """Apply ``--mode`` as Spark's writer does; False when the export is to be skipped."""
+    exists = fs.get_file_info(root).type != pafs.FileType.NotFound
+    if exists and mode == "errorifexists":
+        raise ConfigurationError(
+            f"export to {shown}: the output already exists (--mode overwrite or append)"
+        )
+    if exists and mode == "ignore":
+        return False
+    if exists and mode == "overwrite":
+        fs.delete_dir(root)
+    make_dir(fs, root)
+    return True
+
+
+def task_error(exc: Exception) -> str:
+    """The Python error of a failed task: its exception line, not Spark's wrapping."""
+    text = str(exc)
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    for line in reversed(lines):
+        name, sep, _ = line.partition(": ")
+        if sep and name.rsplit(".", 1)[-1].endswith(("Error", "Exception")):
+            return line
+    return lines[-1] if lines else type(exc).__name__
 
 
 def _last_line(exc: AnalysisException) -> str:
@@ -148,7 +244,11 @@ class _Quiet:
 def run_export(args: argparse.Namespace) -> int:
     """The CLI's entry: build (or reuse) a session, export, print the summary."""
     spark = session(args.master)
-    summary = export(spark, args)
+    try:
+        summary = export(spark, args)
+    except ExportFailedError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_FAILED
     print(json.dumps(summary, separators=(",", ":")))
     return EXIT_OK
 

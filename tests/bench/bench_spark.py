@@ -139,7 +139,9 @@ def core_only(store_url: str, max_bytes: int, arrow: bool) -> tuple[int, float]:
     return n, time.perf_counter() - started
 
 
-def spark_export(store_url: str, master: str, out: Path, max_bytes: int) -> tuple[int, float]:
+def spark_export(
+    store_url: str, master: str, out: Path, max_bytes: int, writer: str
+) -> tuple[int, float]:
     from pyspark.sql import SparkSession  # noqa: PLC0415
 
     from gateway.cli import main as cli_main  # noqa: PLC0415
@@ -151,7 +153,8 @@ def spark_export(store_url: str, master: str, out: Path, max_bytes: int) -> tupl
     started = time.perf_counter()
     code = cli_main(
         ["export", "--store", store_url, "--key-prefix", PREFIX, "--topic", TOPIC,
-         "--output", str(out), "--max-bytes-per-partition", str(max_bytes), "--quiet"]
+         "--output", str(out), "--max-bytes-per-partition", str(max_bytes), "--quiet",
+         "--writer", writer]
     )  # fmt: skip
     seconds = time.perf_counter() - started
     if code != 0:
@@ -216,10 +219,14 @@ def main() -> None:
         for name, fn in (
             ("core (decode only, 1 process)", lambda: core_only(url, whole, arrow=False)),
             ("core + Arrow batches (1 process)", lambda: core_only(url, whole, arrow=True)),
-            ("spark export parquet local[1]", lambda: spark_export(
-                url, "local[1]", root / "out1", args.max_bytes_per_partition)),
-            ("spark export parquet local[2]", lambda: spark_export(
-                url, "local[2]", root / "out2", args.max_bytes_per_partition)),
+            ("export, arrow writer, local[1]", lambda: spark_export(
+                url, "local[1]", root / "out1", args.max_bytes_per_partition, "arrow")),
+            ("export, arrow writer, local[2]", lambda: spark_export(
+                url, "local[2]", root / "out2", args.max_bytes_per_partition, "arrow")),
+            ("export, spark writer, local[1]", lambda: spark_export(
+                url, "local[1]", root / "out3", args.max_bytes_per_partition, "spark")),
+            ("export, spark writer, local[2]", lambda: spark_export(
+                url, "local[2]", root / "out4", args.max_bytes_per_partition, "spark")),
         ):  # fmt: skip
             n, seconds = fn()
             if n != count:
@@ -231,8 +238,8 @@ def main() -> None:
             print(f"{'spark parquet, no Python ' + master:36s} {rate / 1e6:6.2f} M records/s"
                   "  (ceiling: rows generated in the JVM)")  # fmt: skip
         core = results["core (decode only, 1 process)"]
-        one = results["spark export parquet local[1]"]
-        two = results["spark export parquet local[2]"]
+        one = results["export, arrow writer, local[1]"]
+        two = results["export, arrow writer, local[2]"]
         print(f"ratio local[2] / core decode:      {two / core:.2f}")
         arrow = results["core + Arrow batches (1 process)"]
         print(f"ratio local[2] / core + Arrow:     {two / arrow:.2f}")

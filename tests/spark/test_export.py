@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
 from datetime import UTC, datetime, timedelta
@@ -88,3 +89,95 @@ def test_export_writes_parquet_by_partition(
         assert got == rows, p
     # The output exists now: the default mode refuses to overwrite it.
     assert cli_main(args) == 2
+
+
+def export_args(bucket: Bucket, topic: str, out: Path, *extra: str) -> list[str]:
+    return [
+        "export", "--store", bucket.store_url, "--key-prefix", PREFIX,
+        "--key-pair", bucket.key_pairs[0], "--topic", topic, "--output", str(out),
+        "--master", "local[2]", "--max-bytes-per-partition", "3000", "--quiet", *extra,
+    ]  # fmt: skip
+
+
+def spark_rows(spark: SparkSession, path: Path) -> list[tuple[object, ...]]:
+    """The table as Spark reads it back (partition columns from the directory names)."""
+    return sorted(
+        (r.topic, r.partition, r.offset, r.key, r.value, millis(r.timestamp), r.timestampType,
+         r.leaderEpoch, tuple((h.key, h.value) for h in r.headers))
+        for r in spark.read.parquet(str(path)).collect()
+    )  # fmt: skip
+
+
+@pytest.mark.parametrize("topic", ["sealed", "plain"])
+def test_both_writers_give_the_same_table(
+    spark: SparkSession, bucket: Bucket, tmp_path: Path, topic: str
+) -> None:
+    outs = {}
+    for writer in ("arrow", "spark"):
+        outs[writer] = tmp_path / writer
+        args = export_args(bucket, topic, outs[writer], "--writer", writer, "--include-headers")
+        assert cli_main(args) == 0
+    wanted = sorted(
+        (topic, p, r.offset, r.key, r.value, r.timestamp, r.timestamp_type, r.epoch, r.headers)
+        for p, part in bucket.topics[topic].items()
+        for r in part.records
+    )
+    assert spark_rows(spark, outs["arrow"]) == wanted
+    assert spark_rows(spark, outs["spark"]) == wanted
+    arrow_files = sorted(outs["arrow"].rglob("*"))
+    assert outs["arrow"] / "_SUCCESS" in arrow_files
+    assert not [f for f in arrow_files if f.name.startswith(".")], "temp files left behind"
+    assert all(f.name.endswith(".snappy.parquet") for f in arrow_files if f.suffix == ".parquet")
+
+
+def test_modes(bucket: Bucket, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "out"
+    count = sum(len(part.records) for part in bucket.topics["plain"].values())
+
+    def run(*extra: str) -> dict[str, object]:
+        assert cli_main(export_args(bucket, "plain", out, *extra)) == 0
+        summary: dict[str, object] = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+        return summary
+
+    def rows() -> int:
+        return pq.ParquetDataset(out).read(columns=["offset"]).num_rows
+
+    first = run("--compression", "zstd")
+    assert first["records"] == count == rows()
+    assert first["files"] == len(list(out.rglob("*.zstd.parquet")))
+    # ignore: an existing output is left as it is
+    assert run("--mode", "ignore")["skipped"] == 1
+    assert rows() == count
+    # overwrite: a stray file from before is gone, the records are written once
+    stray = out / "topic=plain" / "partition=9"
+    stray.mkdir()
+    (stray / "part-old.parquet").write_bytes(b"stale")
+    assert run("--mode", "overwrite")["records"] == count
+    assert not stray.exists()
+    assert rows() == count
+    # append from offset 10 of every partition: new files, so those records twice
+    again = run("--mode", "append", "--from", "10")
+    assert again["records"] == sum(
+        1 for part in bucket.topics["plain"].values() for r in part.records if r.offset >= 10
+    )
+    assert rows() == count + int(str(again["records"]))
+
+
+def test_a_failed_task_exits_1_without_success_or_partial_files(
+    bucket: Bucket, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    damaged = tmp_path / "bucket"
+    shutil.copytree(bucket.root / "bucket", damaged)
+    # partition 1 of plain: no chunk transform and no displaced upload (every segment is read)
+    log = sorted(damaged.glob("tiered/plain-*/1/*.log"), key=lambda p: p.stat().st_size)[-1]
+    data = bytearray(log.read_bytes())
+    data[len(data) // 2] ^= 0x5A
+    log.write_bytes(bytes(data))
+    out = tmp_path / "out"
+    args = export_args(bucket, "plain", out)
+    args[args.index("--store") + 1] = damaged.as_uri()
+    assert cli_main(args) == 1
+    err = capsys.readouterr().err
+    assert "failed" in err and "Error" in err, err
+    assert not (out / "_SUCCESS").exists()
+    assert not [f for f in out.rglob("*") if f.name.startswith(".")]
