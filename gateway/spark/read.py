@@ -14,22 +14,22 @@ without a GET), until one search is complete or the remote log ends; then the co
 filter (:class:`~gateway.service.records.AbortedFilter`) drops aborted batches and control
 batches.
 
-Records become columns with one list comprehension per field and batch (the C decoder's
-objects), then one ``pa.array`` per column per Arrow batch of at most ``max_rows`` rows.
+Batches in range are decoded many at a time by :class:`~gateway.spark.columns.FastColumns`
+(a compiled pass straight into Arrow buffers, the reference decoder when it objects) and
+yielded as Arrow batches of at most ``max_rows`` rows.
 """
 
 from __future__ import annotations
 
 import functools
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any, Final
 
 import pyarrow as pa
 
 from gateway.errors import CorruptDataError
-from gateway.kafka.batch import TIMESTAMP_TYPE_MASK, RecordBatch, iter_batches
-from gateway.kafka.records import RecordLike
+from gateway.kafka.batch import RecordBatch, iter_batches
 from gateway.remote.keyring import KeyRing
 from gateway.remote.keys import Suffix, parse_object_key
 from gateway.remote.manifest import IndexType, parse_manifest
@@ -37,33 +37,13 @@ from gateway.remote.reader import RemoteSegment
 from gateway.remote.sync_reader import SyncSegmentReader
 from gateway.service.records import AbortedFilter
 from gateway.service.types import AbortedTransaction, IsolationLevel
+from gateway.spark.columns import FastColumns
 from gateway.spark.plan import SegmentRef, Split, split_byte_range
 from gateway.storage.sync import SyncObjectStore, SyncStoreSpec
 from indexcache.offset_index import OffsetIndex
 from indexcache.txn_index import TransactionIndex
 
-HEADER_TYPE: Final = pa.struct([("key", pa.string()), ("value", pa.binary())])
-# Spark's to_arrow_schema names the list child "element"; the schemas must be equal.
-HEADERS_TYPE: Final = pa.list_(pa.field("element", HEADER_TYPE))
-TIMESTAMP_TYPE: Final = pa.timestamp("us", tz="UTC")
-_MS_TYPE: Final = pa.timestamp("ms", tz="UTC")
-
-
-def arrow_schema(include_headers: bool) -> pa.Schema:
-    """Spark's Kafka-source columns (plus ``leaderEpoch``), as ``to_arrow_schema`` gives them."""
-    fields = [
-        ("key", pa.binary()),
-        ("value", pa.binary()),
-        ("topic", pa.string()),
-        ("partition", pa.int32()),
-        ("offset", pa.int64()),
-        ("timestamp", TIMESTAMP_TYPE),
-        ("timestampType", pa.int32()),
-    ]
-    if include_headers:
-        fields.append(("headers", HEADERS_TYPE))
-    fields.append(("leaderEpoch", pa.int32()))
-    return pa.schema(fields)
+MAX_GROUP_BYTES: Final = 64 << 20  # records bytes decoded in one pass (int32 Arrow offsets)
 
 
 @dataclass(frozen=True, slots=True)
@@ -170,63 +150,6 @@ def iter_split_batches(
         )
 
 
-class ColumnBuilder:
-    """Accumulates records into column lists; ``flush`` makes one Arrow batch of them."""
-
-    def __init__(self, topic: str, partition: int, include_headers: bool) -> None:
-        self._topic = topic
-        self._partition = partition
-        self._headers = include_headers
-        self._schema = arrow_schema(include_headers)
-        self._clear()
-
-    def _clear(self) -> None:
-        self.rows = 0
-        self._keys: list[bytes | None] = []
-        self._values: list[bytes | None] = []
-        self._offsets: list[int] = []
-        self._timestamps: list[int] = []
-        self._types: list[int] = []
-        self._epochs: list[int | None] = []
-        self._header_rows: list[Any] = []
-
-    def add(self, batch: RecordBatch, records: Sequence[RecordLike]) -> None:
-        n = len(records)
-        if not n:
-            return
-        self._keys += [r.key for r in records]
-        self._values += [r.value for r in records]
-        self._offsets += [r.offset for r in records]
-        if batch.attributes & TIMESTAMP_TYPE_MASK:  # LOG_APPEND_TIME: the batch's max
-            self._timestamps += [batch.max_timestamp] * n
-            self._types += [1] * n
-        else:
-            self._timestamps += [r.timestamp for r in records]
-            self._types += [0] * n
-        epoch = batch.partition_leader_epoch
-        self._epochs += [epoch if epoch >= 0 else None] * n
-        if self._headers:
-            self._header_rows += [r.headers for r in records]
-        self.rows += n
-
-    def flush(self) -> pa.RecordBatch:
-        n = self.rows
-        columns = [
-            pa.array(self._keys, pa.binary()),
-            pa.array(self._values, pa.binary()),
-            pa.repeat(pa.scalar(self._topic, pa.string()), n),
-            pa.repeat(pa.scalar(self._partition, pa.int32()), n),
-            pa.array(self._offsets, pa.int64()),
-            pa.array(self._timestamps, _MS_TYPE).cast(TIMESTAMP_TYPE),
-            pa.array(self._types, pa.int32()),
-        ]
-        if self._headers:
-            columns.append(pa.array(self._header_rows, HEADERS_TYPE))
-        columns.append(pa.array(self._epochs, pa.int32()))
-        self._clear()
-        return pa.RecordBatch.from_arrays(columns, schema=self._schema)
-
-
 def read_split(split: Split, ctx: ReadContext) -> Iterator[pa.RecordBatch]:
     """The records of ``split`` as Arrow batches of at most ``ctx.max_rows`` rows."""
     reader = sync_reader(ctx)
@@ -246,7 +169,7 @@ def read_split(split: Split, ctx: ReadContext) -> Iterator[pa.RecordBatch]:
     read_committed = ctx.isolation is IsolationLevel.READ_COMMITTED
     committed = None
     lo, hi = split.start_offset, split.end_offset
-    columns = ColumnBuilder(split.topic, split.partition, ctx.include_headers)
+    columns = FastColumns(split.topic, split.partition, ctx.include_headers, lo, hi)
     for batch in iter_split_batches(reader, segment, ref, start, end):
         if batch.base_offset >= hi:
             break
@@ -260,11 +183,14 @@ def read_split(split: Split, ctx: ReadContext) -> Iterator[pa.RecordBatch]:
             continue
         if batch.is_control or batch.last_offset < lo:
             continue
-        records = batch.records(verify_crc=False)  # checked just above
-        if batch.base_offset < lo or batch.last_offset >= hi:
-            records = [r for r in records if lo <= r.offset < hi]
-        columns.add(batch, records)
-        if columns.rows >= ctx.max_rows:
-            yield columns.flush()
+        columns.add(batch)
+        if columns.rows >= ctx.max_rows or columns.size >= MAX_GROUP_BYTES:
+            yield from _pieces(columns.flush(), ctx.max_rows)
     if columns.rows:
-        yield columns.flush()
+        yield from _pieces(columns.flush(), ctx.max_rows)
+
+
+def _pieces(batch: pa.RecordBatch, max_rows: int) -> Iterator[pa.RecordBatch]:
+    """``batch`` in zero-copy slices of at most ``max_rows`` rows (none when it is empty)."""
+    for start in range(0, batch.num_rows, max_rows):
+        yield batch.slice(start, max_rows)

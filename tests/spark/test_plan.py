@@ -18,6 +18,7 @@ from gateway.cli import main as cli_main
 from gateway.errors import ConfigurationError, UnknownTopicOrPartitionError
 from gateway.kafka.batch import iter_batches
 from gateway.kafka.writer import SegmentWriter
+from gateway.spark.columns import arrow_schema
 from gateway.spark.driver import ReadPlan, build_plan
 from gateway.spark.options import (
     EARLIEST,
@@ -27,7 +28,7 @@ from gateway.spark.options import (
     parse_options,
 )
 from gateway.spark.plan import SegmentRef, Split, plan_partition, split_byte_range
-from gateway.spark.read import arrow_schema, read_split
+from gateway.spark.read import read_split
 from indexcache.offset_index import OffsetIndex
 from tests.spark.support import Bucket, Expected, write_bucket
 from tests.unit.kafka.independent import Rec, build

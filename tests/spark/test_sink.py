@@ -10,8 +10,8 @@ import pyarrow.parquet as pq
 import pytest
 
 from gateway.errors import ConfigurationError, CorruptDataError
+from gateway.spark.columns import arrow_schema
 from gateway.spark.plan import SegmentRef, Split
-from gateway.spark.read import arrow_schema
 from gateway.spark.sink import OutputSpec, open_output, remove_leftovers, write_batches
 
 REF = SegmentRef("t/seg.log", 100, 199, 10_000, True, 0)

@@ -17,7 +17,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as f
 from pyspark.sql.pandas.types import to_arrow_schema
 
-from gateway.spark.read import arrow_schema
+from gateway.spark.columns import arrow_schema
 from gateway.spark.source import TieredKafkaDataSource, spark_schema
 from tests.spark.support import Bucket, Expected, write_bucket
 

@@ -1,0 +1,313 @@
+"""Compiled v2 record decoding for Spark executors: records straight into Arrow buffers.
+
+An executor's Python time went to building a Python object per record and field, then lists,
+then Arrow arrays from the lists (``docs/benchmarks.md``). Here one compiled loop (numba, in
+the ``spark`` extra) walks the records of many batches and writes offsets, timestamps, key and
+value bytes and headers into preallocated arrays that become Arrow buffers without a copy.
+
+This is a fast path, never the last word. The loop is at least as strict as the reference
+decoder (:func:`gateway.kafka.records.decode_records`): any objection (a length that overruns
+its record, a varint longer than Kafka allows or out of its type's range, trailing bytes, a
+count that does not match) returns a status, and the caller decodes those batches with the
+reference path, which raises the precise typed error or gives Java's exact answer (a header key
+that is not UTF-8, which Java replaces, is caught by Arrow's UTF-8 validation and goes there).
+Every write is bounds-checked against the arrays' capacity.
+
+Varints follow ``ByteUtils``: a varint is at most 5 bytes and must fit int32 (so a 5th byte
+above 0x0F is refused here), a varlong at most 10 and must fit int64 (10th byte at most 0x01).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Final
+
+import numba
+import numpy as np
+
+OK: Final = 0
+BAD_RECORD: Final = 1  # malformed bytes: the reference decoder says exactly what
+NO_ROOM: Final = 2  # more records or headers than the declared counts allow
+MIN_RECORD_BYTES: Final = 7  # length, attributes, 2 deltas, key, value, header count
+
+_INT64_LOW_63: Final = 0x7FFFFFFFFFFFFFFF
+_MAX_MS: Final = _INT64_LOW_63 // 1000
+
+Array = Any  # numpy arrays; numba needs the concrete dtypes documented per argument
+
+
+@numba.njit(cache=True, nogil=True)
+def _varint(data: Array, pos: int, end: int) -> tuple[int, int]:
+    """(value, next position) of a zig-zag int32 varint; next position -1 when invalid."""
+    raw = 0
+    shift = 0
+    for i in range(5):
+        if pos >= end:
+            return 0, -1
+        b = int(data[pos])
+        pos += 1
+        if i == 4 and b > 0x0F:  # beyond 32 bits: not an int32
+            return 0, -1
+        raw |= (b & 0x7F) << shift
+        if b < 0x80:
+            return (raw >> 1) ^ -(raw & 1), pos
+        shift += 7
+    return 0, -1
+
+
+@numba.njit(cache=True, nogil=True)
+def _varlong(data: Array, pos: int, end: int) -> tuple[int, int]:
+    """(value, next position) of a zig-zag int64 varlong; next position -1 when invalid."""
+    raw = 0
+    shift = 0
+    for i in range(10):
+        if pos >= end:
+            return 0, -1
+        b = int(data[pos])
+        pos += 1
+        if i == 9 and b > 0x01:  # beyond 64 bits
+            return 0, -1
+        raw |= (b & 0x7F) << shift
+        if b < 0x80:
+            return ((raw >> 1) & _INT64_LOW_63) ^ -(raw & 1), pos
+        shift += 7
+    return 0, -1
+
+
+@numba.njit(cache=True, nogil=True)
+def decode_batches(  # noqa: PLR0917 - numba takes arrays, not objects
+    data: Array,  # uint8: the records sections of the batches, back to back
+    starts: Array,  # int64 per batch: where its records start in data
+    ends: Array,  # int64 per batch: where they end
+    counts: Array,  # int64 per batch: records declared
+    base_offsets: Array,  # int64 per batch
+    base_timestamps: Array,  # int64 per batch
+    max_timestamps: Array,  # int64 per batch (every record's timestamp when log append)
+    log_append: Array,  # uint8 per batch
+    lo: int,  # records outside [lo, hi) are parsed and checked, not kept
+    hi: int,
+    with_headers: bool,
+    offsets: Array,  # int64 out, per record
+    timestamps_us: Array,  # int64 out
+    batch_of: Array,  # int32 out: the batch each record came from
+    key_offsets: Array,  # int32 out, records + 1
+    key_valid: Array,  # uint8 out
+    key_data: Array,  # uint8 out
+    value_offsets: Array,
+    value_valid: Array,
+    value_data: Array,
+    header_offsets: Array,  # int32 out, records + 1: each record's first header
+    hkey_offsets: Array,  # int32 out, headers + 1
+    hkey_data: Array,
+    hvalue_offsets: Array,
+    hvalue_valid: Array,
+    hvalue_data: Array,
+) -> tuple[int, int, int, int]:
+    """Decode every record of every batch; (status, failing batch, records kept, headers)."""
+    n = 0
+    nh = 0
+    kb = 0
+    vb = 0
+    hkb = 0
+    hvb = 0
+    key_offsets[0] = 0
+    value_offsets[0] = 0
+    header_offsets[0] = 0
+    hkey_offsets[0] = 0
+    hvalue_offsets[0] = 0
+    cap = offsets.shape[0]
+    hcap = hvalue_valid.shape[0]
+    for b in range(starts.shape[0]):
+        pos = starts[b]
+        end = ends[b]
+        if counts[b] < 0:
+            return BAD_RECORD, b, n, nh
+        for _ in range(counts[b]):
+            length, pos = _varint(data, pos, end)
+            if pos < 0 or length < 0 or length > end - pos:
+                return BAD_RECORD, b, n, nh
+            rec_end = pos + length
+            if pos >= rec_end:
+                return BAD_RECORD, b, n, nh
+            pos += 1  # attributes: unused
+            ts_delta, pos = _varlong(data, pos, rec_end)
+            if pos < 0:
+                return BAD_RECORD, b, n, nh
+            offset_delta, pos = _varint(data, pos, rec_end)
+            if pos < 0:
+                return BAD_RECORD, b, n, nh
+            offset = base_offsets[b] + offset_delta
+            keep = lo <= offset < hi
+            if keep and n >= cap:
+                return NO_ROOM, b, n, nh
+            klen, pos = _varint(data, pos, rec_end)
+            if pos < 0 or klen > rec_end - pos:
+                return BAD_RECORD, b, n, nh
+            kpos = pos
+            if klen > 0:
+                pos += klen
+            vlen, pos = _varint(data, pos, rec_end)
+            if pos < 0 or vlen > rec_end - pos:
+                return BAD_RECORD, b, n, nh
+            vpos = pos
+            if vlen > 0:
+                pos += vlen
+            hcount, pos = _varint(data, pos, rec_end)
+            if pos < 0 or hcount < 0:
+                return BAD_RECORD, b, n, nh
+            for _h in range(hcount):
+                hklen, pos = _varint(data, pos, rec_end)
+                if pos < 0 or hklen < 0 or hklen > rec_end - pos:
+                    return BAD_RECORD, b, n, nh
+                hkpos = pos
+                pos += hklen
+                hvlen, pos = _varint(data, pos, rec_end)
+                if pos < 0 or hvlen > rec_end - pos:
+                    return BAD_RECORD, b, n, nh
+                hvpos = pos
+                if hvlen > 0:
+                    pos += hvlen
+                if keep and with_headers:
+                    if nh >= hcap:
+                        return NO_ROOM, b, n, nh
+                    hkey_data[hkb : hkb + hklen] = data[hkpos : hkpos + hklen]
+                    hkb += hklen
+                    hkey_offsets[nh + 1] = hkb
+                    if hvlen >= 0:
+                        hvalue_data[hvb : hvb + hvlen] = data[hvpos : hvpos + hvlen]
+                        hvb += hvlen
+                        hvalue_valid[nh] = 1
+                    else:
+                        hvalue_valid[nh] = 0
+                    hvalue_offsets[nh + 1] = hvb
+                    nh += 1
+            if pos != rec_end:
+                return BAD_RECORD, b, n, nh
+            if not keep:
+                continue
+            if log_append[b]:
+                ts = max_timestamps[b]
+            elif -_MAX_MS <= ts_delta <= _MAX_MS and -_MAX_MS <= base_timestamps[b] <= _MAX_MS:
+                ts = base_timestamps[b] + ts_delta  # cannot wrap
+            else:
+                return BAD_RECORD, b, n, nh
+            if ts > _MAX_MS or ts < -_MAX_MS:  # microseconds would overflow int64
+                return BAD_RECORD, b, n, nh
+            offsets[n] = offset
+            timestamps_us[n] = ts * 1000
+            batch_of[n] = b
+            if klen >= 0:
+                key_data[kb : kb + klen] = data[kpos : kpos + klen]
+                kb += klen
+                key_valid[n] = 1
+            else:
+                key_valid[n] = 0
+            key_offsets[n + 1] = kb
+            if vlen >= 0:
+                value_data[vb : vb + vlen] = data[vpos : vpos + vlen]
+                vb += vlen
+                value_valid[n] = 1
+            else:
+                value_valid[n] = 0
+            value_offsets[n + 1] = vb
+            header_offsets[n + 1] = nh
+            n += 1
+        if pos != end:  # bytes after the declared records
+            return BAD_RECORD, b, n, nh
+    return OK, -1, n, nh
+
+
+@dataclass(frozen=True, slots=True)
+class Decoded:
+    """The arrays one call filled, cut to what was written."""
+
+    offsets: Array
+    timestamps_us: Array
+    batch_of: Array
+    key_offsets: Array
+    key_valid: Array
+    key_data: Array
+    value_offsets: Array
+    value_valid: Array
+    value_data: Array
+    header_offsets: Array
+    hkey_offsets: Array
+    hkey_data: Array
+    hvalue_offsets: Array
+    hvalue_valid: Array
+    hvalue_data: Array
+
+    @property
+    def rows(self) -> int:
+        return int(self.offsets.shape[0])
+
+
+def decode(
+    data: Array,
+    batches: Array,
+    lo: int,
+    hi: int,
+    with_headers: bool,
+) -> Decoded | None:
+    """Run :func:`decode_batches`; ``batches`` is an int64 array of rows (start, end, count,
+    base offset, base timestamp, max timestamp, log append). None when the loop objects: the
+    caller decodes with the reference decoder."""
+    size = data.shape[0]
+    declared = int(np.maximum(batches[:, 2], 0).sum())  # a negative count fails in the loop
+    cap = min(declared, size // MIN_RECORD_BYTES + batches.shape[0])
+    hcap = size // 2 if with_headers else 0  # a header takes at least two bytes
+    # np.empty: untouched pages cost no memory, so byte arrays the size of the input are free
+    # until written, and keys + values + headers together never exceed the input.
+    out = [
+        np.empty(cap, np.int64),
+        np.empty(cap, np.int64),
+        np.empty(cap, np.int32),
+        np.empty(cap + 1, np.int32),
+        np.empty(cap, np.uint8),
+        np.empty(size, np.uint8),
+        np.empty(cap + 1, np.int32),
+        np.empty(cap, np.uint8),
+        np.empty(size, np.uint8),
+        np.empty(cap + 1, np.int32),
+        np.empty(hcap + 1, np.int32),
+        np.empty(size if with_headers else 0, np.uint8),
+        np.empty(hcap + 1, np.int32),
+        np.empty(hcap, np.uint8),
+        np.empty(size if with_headers else 0, np.uint8),
+    ]
+    status, _, n, nh = decode_batches(
+        data,
+        np.ascontiguousarray(batches[:, 0]),
+        np.ascontiguousarray(batches[:, 1]),
+        np.ascontiguousarray(batches[:, 2]),
+        np.ascontiguousarray(batches[:, 3]),
+        np.ascontiguousarray(batches[:, 4]),
+        np.ascontiguousarray(batches[:, 5]),
+        np.ascontiguousarray(batches[:, 6]).astype(np.uint8),
+        lo,
+        hi,
+        with_headers,
+        *out,
+    )
+    if status != OK:
+        return None
+    (ofs, ts, bof, koff, kval, kdat, voff, vval, vdat, hoff, hkoff, hkdat, hvoff, hvval, hvdat) = (
+        out
+    )
+    return Decoded(
+        ofs[:n],
+        ts[:n],
+        bof[:n],
+        koff[: n + 1],
+        kval[:n],
+        kdat[: koff[n]],
+        voff[: n + 1],
+        vval[:n],
+        vdat[: voff[n]],
+        hoff[: n + 1] if with_headers else hoff[:0],
+        hkoff[: nh + 1],
+        hkdat[: hkoff[nh]] if with_headers else hkdat,
+        hvoff[: nh + 1],
+        hvval[:nh],
+        hvdat[: hvoff[nh]] if with_headers else hvdat,
+    )
