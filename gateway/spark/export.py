@@ -62,6 +62,7 @@ from gateway.spark.source import TieredKafkaDataSource
 EXIT_OK = 0
 EXIT_FAILED = 1  # a task failed: corrupt data, the store unreachable
 EXIT_BAD_INPUT = 2
+_SPARK_CODEC_NAMES = {("orc", "gzip"): "zlib"}  # ORC's name for deflate
 
 
 class Progress:
@@ -171,7 +172,8 @@ def _export_with_spark(spark: SparkSession, args: argparse.Namespace) -> dict[st
     df = read_topic(spark, reader_options(args))
     observed = df.observe(observation, count(lit(1)).alias("records"))
     writer = observed.write.mode(args.mode).partitionBy("topic", "partition")
-    writer.format(args.format).option("compression", args.compression).save(args.output)
+    codec = _SPARK_CODEC_NAMES.get((args.format, args.compression), args.compression)
+    writer.format(args.format).option("compression", codec).save(args.output)
     return {"records": int(observation.get.get("records", 0))}
 
 
@@ -179,9 +181,9 @@ def _export_with_arrow(spark: SparkSession, args: argparse.Namespace) -> dict[st
     """Plan on the driver, one task per split writing its own Parquet file."""
     out = OutputSpec(args.output, uuid.uuid4().hex[:8], compression=args.compression)
     fs, root = open_output(args.output)
+    plan = build_plan(parse_options(reader_options(args)))  # before --mode overwrite deletes
     if not prepare_output(fs, root, args.mode, args.output):
-        return {"records": 0, "files": 0, "bytes": 0, "skipped": 1}
-    plan = build_plan(parse_options(reader_options(args)))
+        return {"records": 0, "files": 0, "bytes": 0, "skipped": True}
     results: list[Written] = []
     if plan.splits:
         job = functools.partial(write_split, ctx=plan.context, out=out)

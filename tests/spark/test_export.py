@@ -146,7 +146,7 @@ def test_modes(bucket: Bucket, tmp_path: Path, capsys: pytest.CaptureFixture[str
     assert first["records"] == count == rows()
     assert first["files"] == len(list(out.rglob("*.zstd.parquet")))
     # ignore: an existing output is left as it is
-    assert run("--mode", "ignore")["skipped"] == 1
+    assert run("--mode", "ignore")["skipped"] is True
     assert rows() == count
     # overwrite: a stray file from before is gone, the records are written once
     stray = out / "topic=plain" / "partition=9"
