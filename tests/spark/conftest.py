@@ -14,6 +14,10 @@ from pyspark.sql import SparkSession
 def spark() -> Iterator[SparkSession]:
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)  # workers need this venv
+    # Python workers get the environment the JVM started with: moto's credentials go in now.
+    os.environ.setdefault("AWS_ACCESS_KEY_ID", "testing")
+    os.environ.setdefault("AWS_SECRET_ACCESS_KEY", "testing")
+    os.environ.setdefault("AWS_DEFAULT_REGION", "us-east-1")
     session = (
         SparkSession.builder.master("local[2]")
         .appName("tiered-gateway-tests")

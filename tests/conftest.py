@@ -1,4 +1,5 @@
-"""Real local servers for integration tests: a moto S3 server process on 127.0.0.1."""
+"""Real local servers shared by the integration and Spark tests: a moto S3 server process on
+127.0.0.1."""
 
 from __future__ import annotations
 
