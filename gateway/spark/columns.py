@@ -153,6 +153,11 @@ class FastColumns:
         self.size += len(payload)
         self.rows += max(batch.records_count, 0)
 
+    @property
+    def held(self) -> int:
+        """Batches added since the last flush (a corrupt one may declare no records)."""
+        return len(self._batches)
+
     def flush(self) -> pa.RecordBatch:
         try:
             data = np.frombuffer(b"".join(self._parts), np.uint8)

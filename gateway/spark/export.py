@@ -50,10 +50,13 @@ from gateway.spark import FORMAT_NAME
 from gateway.spark.driver import build_plan
 from gateway.spark.options import parse_options
 from gateway.spark.sink import (
+    OBJECT_STORES,
     OutputSpec,
     Written,
     make_dir,
     open_output,
+    partition_dir,
+    redact,
     remove_leftovers,
     write_split,
 )
@@ -63,6 +66,10 @@ EXIT_OK = 0
 EXIT_FAILED = 1  # a task failed: corrupt data, the store unreachable
 EXIT_BAD_INPUT = 2
 _SPARK_CODEC_NAMES = {("orc", "gzip"): "zlib"}  # ORC's name for deflate
+_CODECS = {
+    "orc": frozenset({"none", "snappy", "zstd", "lz4", "gzip"}),
+    "json": frozenset({"none", "gzip", "lz4", "snappy"}),  # Hadoop's codecs without natives
+}
 
 
 class Progress:
@@ -132,10 +139,16 @@ def read_topic(spark: SparkSession, options: dict[str, str]) -> DataFrame:
 
 
 def writer_of(args: argparse.Namespace) -> str:
-    """``--writer``, defaulting to arrow for Parquet and Spark's writer for other formats."""
+    """``--writer``, defaulting to arrow for Parquet and Spark's writer for other formats;
+    checks that the format takes the codec."""
     writer: str = args.writer or ("arrow" if args.format == "parquet" else "spark")
     if writer == "arrow" and args.format != "parquet":
         raise ConfigurationError(f"--writer arrow writes parquet only, not {args.format}")
+    if args.compression not in _CODECS.get(args.format, {args.compression}):
+        raise ConfigurationError(
+            f"--compression {args.compression} is not one {args.format} takes: "
+            + ", ".join(sorted(_CODECS[args.format]))
+        )
     return writer
 
 
@@ -158,7 +171,7 @@ def export(spark: SparkSession, args: argparse.Namespace) -> dict[str, object]:
     records = written.get("records", 0)
     return {
         "topic": args.topic,
-        "output": args.output,
+        "output": redact(args.output),
         "format": args.format,
         "writer": writer,
         **written,
@@ -182,16 +195,20 @@ def _export_with_arrow(spark: SparkSession, args: argparse.Namespace) -> dict[st
     out = OutputSpec(args.output, uuid.uuid4().hex[:8], compression=args.compression)
     fs, root = open_output(args.output)
     plan = build_plan(parse_options(reader_options(args)))  # before --mode overwrite deletes
-    if not prepare_output(fs, root, args.mode, args.output):
-        return {"records": 0, "files": 0, "bytes": 0, "skipped": True}
-    results: list[Written] = []
-    if plan.splits:
-        job = functools.partial(write_split, ctx=plan.context, out=out)
-        rdd = spark.sparkContext.parallelize(plan.splits, len(plan.splits))
-        results = rdd.map(job).collect()
-    remove_leftovers(fs, root)
-    with fs.open_output_stream(f"{root}/_SUCCESS"):
-        pass
+    shown = redact(args.output)
+    try:
+        if not prepare_output(fs, root, args.mode, shown):
+            return {"records": 0, "files": 0, "bytes": 0, "skipped": True}
+        results: list[Written] = []
+        if plan.splits:
+            job = functools.partial(write_split, ctx=plan.context, out=out)
+            rdd = spark.sparkContext.parallelize(plan.splits, len(plan.splits))
+            results = rdd.map(job).collect()
+        remove_leftovers(fs, (partition_dir(root, s) for s in plan.splits), out.job)
+        with fs.open_output_stream(f"{root}/_SUCCESS"):
+            pass
+    except OSError as exc:  # the driver's own listing, deletes and _SUCCESS
+        raise ExportFailedError(f"export to {shown}: {exc}") from exc
     return {
         "records": sum(r.records for r in results),
         "files": sum(1 for r in results if r.path is not None),
@@ -202,6 +219,11 @@ def _export_with_arrow(spark: SparkSession, args: argparse.Namespace) -> dict[st
 def prepare_output(fs: pafs.FileSystem, root: str, mode: str, shown: str) -> bool:
     """Apply ``--mode`` as Spark's writer does; False when the export is to be skipped."""
     exists = fs.get_file_info(root).type != pafs.FileType.NotFound
+    if exists and mode == "overwrite" and fs.type_name in OBJECT_STORES and "/" not in root:
+        raise ConfigurationError(
+            f"export to {shown}: --mode overwrite would empty the whole bucket; export to a "
+            "prefix in it"
+        )
     if exists and mode == "errorifexists":
         raise ConfigurationError(
             f"export to {shown}: the output already exists (--mode overwrite or append)"

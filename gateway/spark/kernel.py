@@ -11,7 +11,12 @@ its record, a varint longer than Kafka allows or out of its type's range, traili
 count that does not match) returns a status, and the caller decodes those batches with the
 reference path, which raises the precise typed error or gives Java's exact answer (a header key
 that is not UTF-8, which Java replaces, is caught by Arrow's UTF-8 validation and goes there).
-Every write is bounds-checked against the arrays' capacity.
+Every record and header written is checked against the arrays' capacity; the byte arrays are
+as large as the input, and keys, values and headers are disjoint parts of it, so their copies
+cannot overrun. Inputs of 2 GiB or more (past Arrow's int32 offsets) are refused.
+
+The attributes byte is unused by Kafka; one of 0x80 or more (no client writes it) is refused
+because aiokafka's C decoder, which the reference path uses first, reads it as a varint.
 
 Varints follow ``ByteUtils``: a varint is at most 5 bytes and must fit int32 (so a 5th byte
 above 0x0F is refused here), a varlong at most 10 and must fit int64 (10th byte at most 0x01).
@@ -32,6 +37,7 @@ MIN_RECORD_BYTES: Final = 7  # length, attributes, 2 deltas, key, value, header 
 
 _INT64_LOW_63: Final = 0x7FFFFFFFFFFFFFFF
 _MAX_MS: Final = _INT64_LOW_63 // 1000
+_INT32_MAX: Final = (1 << 31) - 1
 
 Array = Any  # numpy arrays; numba needs the concrete dtypes documented per argument
 
@@ -129,7 +135,9 @@ def decode_batches(  # noqa: PLR0917 - numba takes arrays, not objects
             rec_end = pos + length
             if pos >= rec_end:
                 return BAD_RECORD, b, n, nh
-            pos += 1  # attributes: unused
+            if data[pos] >= 0x80:  # unused; aiokafka's decoder reads it as a varint
+                return BAD_RECORD, b, n, nh
+            pos += 1
             ts_delta, pos = _varlong(data, pos, rec_end)
             if pos < 0:
                 return BAD_RECORD, b, n, nh
@@ -253,6 +261,8 @@ def decode(
     base offset, base timestamp, max timestamp, log append). None when the loop objects: the
     caller decodes with the reference decoder."""
     size = data.shape[0]
+    if size > _INT32_MAX:  # Arrow's binary offsets are int32
+        return None
     declared = int(np.maximum(batches[:, 2], 0).sum())  # a negative count fails in the loop
     cap = min(declared, size // MIN_RECORD_BYTES + batches.shape[0])
     hcap = size // 2 if with_headers else 0  # a header takes at least two bytes

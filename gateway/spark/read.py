@@ -183,10 +183,12 @@ def read_split(split: Split, ctx: ReadContext) -> Iterator[pa.RecordBatch]:
             continue
         if batch.is_control or batch.last_offset < lo:
             continue
-        columns.add(batch)
-        if columns.rows >= ctx.max_rows or columns.size >= MAX_GROUP_BYTES:
+        if columns.held and columns.size + batch.size_in_bytes > MAX_GROUP_BYTES:
             yield from _pieces(columns.flush(), ctx.max_rows)
-    if columns.rows:
+        columns.add(batch)
+        if columns.rows >= ctx.max_rows:
+            yield from _pieces(columns.flush(), ctx.max_rows)
+    if columns.held:
         yield from _pieces(columns.flush(), ctx.max_rows)
 
 

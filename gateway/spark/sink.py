@@ -25,6 +25,7 @@ import uuid
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Final
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 import pyarrow as pa
 import pyarrow.fs as pafs
@@ -38,7 +39,8 @@ PARTITION_COLUMNS: Final = ("topic", "partition")
 TEMP_MARK: Final = ".tmp-"
 # Arrow's Hadoop-style aliases: Spark jobs name S3 buckets s3a://.
 _SCHEME_ALIASES: Final = {"s3a": "s3", "s3n": "s3"}
-_OBJECT_STORES: Final = frozenset({"s3", "gcs", "abfs"})
+_SECRET_PARAMS: Final = frozenset({"access_key", "secret_key", "session_token"})
+OBJECT_STORES: Final = frozenset({"s3", "gcs", "abfs"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,7 +72,8 @@ def open_output(uri: str) -> tuple[pafs.FileSystem, str]:
         fs, path = pafs.FileSystem.from_uri(uri if sep else os.path.abspath(uri))
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError, OSError) as exc:
         raise ConfigurationError(
-            f"output {uri!r}: Arrow cannot write there ({exc}); use --writer spark for "
+            f"output {redact(uri)!r}: Arrow cannot write there "
+            f"({str(exc).replace(uri, redact(uri))}); use --writer spark for "
             "paths only Hadoop filesystems reach"
         ) from exc
     return fs, path.rstrip("/")
@@ -78,7 +81,7 @@ def open_output(uri: str) -> tuple[pafs.FileSystem, str]:
 
 def make_dir(fs: pafs.FileSystem, path: str) -> None:
     """Create a directory; none on object stores, where it would be a marker object."""
-    if fs.type_name not in _OBJECT_STORES:
+    if fs.type_name not in OBJECT_STORES:
         fs.create_dir(path, recursive=True)
 
 
@@ -146,16 +149,32 @@ def _remove(fs: pafs.FileSystem, path: str) -> None:
         fs.delete_file(path)
 
 
-def remove_leftovers(fs: pafs.FileSystem, root: str) -> int:
-    """Delete temp files that killed tasks left under ``root``; how many were removed."""
-    selector = pafs.FileSelector(root, recursive=True, allow_not_found=True)
-    stale = [
-        info.path
-        for info in fs.get_file_info(selector)
-        if info.type == pafs.FileType.File
-        and info.base_name.startswith(".part-")
-        and TEMP_MARK in info.base_name
-    ]
+def remove_leftovers(fs: pafs.FileSystem, folders: Iterable[str], job: str) -> int:
+    """Delete the temp files this job's killed task attempts left in ``folders`` (other jobs
+    writing to the same output keep theirs); how many were removed."""
+    stale = []
+    for folder in sorted(set(folders)):
+        selector = pafs.FileSelector(folder, allow_not_found=True)
+        stale += [
+            info.path
+            for info in fs.get_file_info(selector)
+            if info.type == pafs.FileType.File
+            and info.base_name.startswith(".part-")
+            and f"-{job}." in info.base_name
+            and TEMP_MARK in info.base_name
+        ]
     for path in stale:
         _remove(fs, path)
     return len(stale)
+
+
+def redact(uri: str) -> str:
+    """``uri`` without credentials (``user:secret@`` and key query parameters) for messages."""
+    parts = urlsplit(uri)
+    if not parts.scheme or (parts.password is None and not parts.query):
+        return uri
+    netloc = parts.netloc.rpartition("@")[2]
+    if parts.username is not None:
+        netloc = f"***@{netloc}"
+    query = [(k, "***" if k.lower() in _SECRET_PARAMS else v) for k, v in parse_qsl(parts.query)]
+    return urlunsplit(parts._replace(netloc=netloc, query=urlencode(query, safe="*:")))

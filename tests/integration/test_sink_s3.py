@@ -10,7 +10,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from gateway.errors import CorruptDataError
+from gateway.errors import ConfigurationError, CorruptDataError
+from gateway.spark.export import prepare_output
 from gateway.spark.sink import OutputSpec, open_output, write_batches
 from tests.spark.test_sink import SPLIT, batch
 
@@ -47,3 +48,15 @@ def test_a_failed_task_leaves_no_object(moto_endpoint: str, s3_bucket: str) -> N
     with pytest.raises(CorruptDataError):
         write_batches(failing(), SPLIT, out)
     assert [k for k in objects(moto_endpoint, s3_bucket) if k.endswith(".parquet")] == []
+
+
+def test_overwrite_never_empties_a_whole_bucket(moto_endpoint: str, s3_bucket: str) -> None:
+
+    out = OutputSpec(output_uri(moto_endpoint, s3_bucket), "job1")
+    write_batches(iter([batch(100, 5)]), SPLIT, out)
+    fs, _ = open_output(out.uri)
+    with pytest.raises(ConfigurationError, match="whole bucket"):
+        prepare_output(fs, s3_bucket, "overwrite", f"s3://{s3_bucket}")
+    assert len(objects(moto_endpoint, s3_bucket)) == 1
+    assert prepare_output(fs, f"{s3_bucket}/export", "overwrite", "shown")
+    assert objects(moto_endpoint, s3_bucket) == []

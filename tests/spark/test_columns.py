@@ -165,19 +165,41 @@ def test_an_oversized_varint_goes_to_the_reference_path(varint: bytes) -> None:
     decoder reads a 5-byte varint as Java does, the pure-Python one refuses it)."""
     body = b"\x00" + encode_varlong(0) + varint + encode_varint(-1) + encode_varint(-1)
     body += encode_varint(0)
-    assert_same_as_reference([_raw_batch(_record(body), 1)])
+    assert_same_as_reference([_raw_batch(_record(body), 1)], fallbacks=1)
 
 
-def assert_same_as_reference(raws: list[bytes]) -> None:
-    """The fast path gives exactly the reference path's rows, or both raise a typed error."""
+def test_an_attributes_byte_past_0x7f_goes_to_the_reference_path() -> None:
+    """aiokafka's C decoder reads the unused attributes byte as a varint, so these bytes
+    decode differently there than in Java; the loop must not give a third answer."""
+    body = bytes.fromhex("80 00 00 02 01 01 00")
+    assert_same_as_reference([_raw_batch(_record(body), 1)], fallbacks=1)
+
+
+@pytest.mark.parametrize("count", [-1, 0])
+def test_a_batch_declaring_no_records_but_holding_some_is_an_error(count: int) -> None:
+    body = b"\x00" + encode_varlong(0) + encode_varint(0) + encode_varint(-1) + encode_varint(-1)
+    raw = bytearray(_raw_batch(_record(body + encode_varint(0)), 1))
+    struct.pack_into(">i", raw, 57, count)
+    cols = FastColumns("t", 0, False, 0, 100)
+    cols.add(RecordBatch(memoryview(bytes(raw))))
+    assert cols.rows == 0 and cols.held == 1  # read_split flushes on held, not rows
+    with pytest.raises(CorruptDataError):
+        cols.flush()
+
+
+def assert_same_as_reference(raws: list[bytes], fallbacks: int | None = None) -> None:
+    """The fast path gives exactly the reference path's rows, or both raise a typed error
+    (and, when given, the compiled loop was left ``fallbacks`` times)."""
     try:
         expected = table_rows(reference(raws))
     except CorruptDataError:
         with pytest.raises(CorruptDataError):
             fast(raws)
         return
-    got, _ = fast(raws)
+    got, left = fast(raws)
     assert table_rows(got) == expected
+    if fallbacks is not None:
+        assert left == fallbacks
 
 
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])

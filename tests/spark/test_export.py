@@ -163,7 +163,7 @@ def test_modes(bucket: Bucket, tmp_path: Path, capsys: pytest.CaptureFixture[str
     assert rows() == count + int(str(again["records"]))
 
 
-def test_a_failed_task_exits_1_without_success_or_partial_files(
+def test_a_failed_task_exits_1_without_success_or_temp_files(
     bucket: Bucket, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     damaged = tmp_path / "bucket"
@@ -178,6 +178,25 @@ def test_a_failed_task_exits_1_without_success_or_partial_files(
     args[args.index("--store") + 1] = damaged.as_uri()
     assert cli_main(args) == 1
     err = capsys.readouterr().err
-    assert "failed" in err and "Error" in err, err
+    assert "export of plain failed" in err and "CrcMismatchError" in err, err
     assert not (out / "_SUCCESS").exists()
     assert not [f for f in out.rglob("*") if f.name.startswith(".")]
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        (["--format", "json", "--compression", "zstd"], "json takes"),
+        (["--format", "orc", "--writer", "arrow"], "parquet only"),
+    ],
+)
+def test_bad_writer_options_exit_2_before_any_job(
+    bucket: Bucket,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    extra: list[str],
+    message: str,
+) -> None:
+    assert cli_main(export_args(bucket, "plain", tmp_path / "out", *extra)) == 2
+    assert message in capsys.readouterr().err
+    assert not (tmp_path / "out").exists()

@@ -12,7 +12,7 @@ import pytest
 from gateway.errors import ConfigurationError, CorruptDataError
 from gateway.spark.columns import arrow_schema
 from gateway.spark.plan import SegmentRef, Split
-from gateway.spark.sink import OutputSpec, open_output, remove_leftovers, write_batches
+from gateway.spark.sink import OutputSpec, open_output, redact, remove_leftovers, write_batches
 
 REF = SegmentRef("t/seg.log", 100, 199, 10_000, True, 0)
 SPLIT = Split("orders.v1", 3, REF, 100, 200, part=1, parts=2)
@@ -33,7 +33,7 @@ def batch(first: int, rows: int) -> pa.RecordBatch:
     return pa.RecordBatch.from_arrays(columns, schema=arrow_schema(False))
 
 
-def test_one_file_per_split_with_bounded_row_groups(tmp_path: Path) -> None:
+def test_one_file_per_split_and_row_groups_cut_after_the_bound(tmp_path: Path) -> None:
     out = OutputSpec(str(tmp_path), "job1", compression="zstd", row_group_rows=250)
     written = write_batches((batch(100 + 60 * i, 60) for i in range(10)), SPLIT, out)
     path = tmp_path / "topic=orders.v1" / "partition=3"
@@ -67,18 +67,31 @@ def test_a_failing_read_leaves_no_file(tmp_path: Path) -> None:
     assert [p for p in tmp_path.rglob("*") if p.is_file()] == []
 
 
-def test_leftovers_of_killed_tasks_are_removed(tmp_path: Path) -> None:
+def test_leftovers_of_this_jobs_killed_tasks_are_removed(tmp_path: Path) -> None:
     folder = tmp_path / "topic=t" / "partition=0"
     folder.mkdir(parents=True)
-    (folder / ".part-00000000000000000000-0000-j.parquet.tmp-abc").write_bytes(b"x")
-    (folder / "part-00000000000000000000-0000-j.parquet").write_bytes(b"keep")
+    (folder / ".part-00000000000000000000-0000-j1.parquet.tmp-abc").write_bytes(b"x")
+    (folder / ".part-00000000000000000000-0000-j2.parquet.tmp-def").write_bytes(b"other job")
+    (folder / "part-00000000000000000000-0000-j1.parquet").write_bytes(b"keep")
     (folder / ".hidden").write_bytes(b"not ours")
     fs, root = open_output(str(tmp_path))
-    assert remove_leftovers(fs, root) == 1
+    assert remove_leftovers(fs, [f"{root}/topic=t/partition=0", f"{root}/nowhere"], "j1") == 1
     assert sorted(p.name for p in folder.iterdir()) == [
         ".hidden",
-        "part-00000000000000000000-0000-j.parquet",
+        ".part-00000000000000000000-0000-j2.parquet.tmp-def",
+        "part-00000000000000000000-0000-j1.parquet",
     ]
+
+
+def test_credentials_are_redacted_from_what_is_shown() -> None:
+    assert redact("s3a://AKIA:s3cr3t@bucket/x?endpoint_override=h:9000&scheme=http") == (
+        "s3a://***@bucket/x?endpoint_override=h:9000&scheme=http"
+    )
+    assert redact("s3://bucket/x?access_key=AKIA&secret_key=s3cr3t") == (
+        "s3://bucket/x?access_key=***&secret_key=***"
+    )
+    assert redact("/data/out") == "/data/out"
+    assert redact("s3://bucket/out") == "s3://bucket/out"
 
 
 def test_output_uris(tmp_path: Path) -> None:
