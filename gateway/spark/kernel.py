@@ -43,41 +43,35 @@ Array = Any  # numpy arrays; numba needs the concrete dtypes documented per argu
 
 
 @numba.njit(cache=True, nogil=True)
-def _varint(data: Array, pos: int, end: int) -> tuple[int, int]:
-    """(value, next position) of a zig-zag int32 varint; next position -1 when invalid."""
+def _zigzag(data: Array, pos: int, end: int, max_bytes: int, last_max: int) -> tuple[int, int]:
+    """(value, next position) of a zig-zag varint of at most ``max_bytes`` bytes whose last
+    byte may be at most ``last_max`` (so it fits its type); next position -1 when invalid."""
     raw = 0
     shift = 0
-    for i in range(5):
+    for i in range(max_bytes):
         if pos >= end:
             return 0, -1
         b = int(data[pos])
         pos += 1
-        if i == 4 and b > 0x0F:  # beyond 32 bits: not an int32
-            return 0, -1
-        raw |= (b & 0x7F) << shift
-        if b < 0x80:
-            return (raw >> 1) ^ -(raw & 1), pos
-        shift += 7
-    return 0, -1
-
-
-@numba.njit(cache=True, nogil=True)
-def _varlong(data: Array, pos: int, end: int) -> tuple[int, int]:
-    """(value, next position) of a zig-zag int64 varlong; next position -1 when invalid."""
-    raw = 0
-    shift = 0
-    for i in range(10):
-        if pos >= end:
-            return 0, -1
-        b = int(data[pos])
-        pos += 1
-        if i == 9 and b > 0x01:  # beyond 64 bits
+        if i == max_bytes - 1 and b > last_max:
             return 0, -1
         raw |= (b & 0x7F) << shift
         if b < 0x80:
             return ((raw >> 1) & _INT64_LOW_63) ^ -(raw & 1), pos
         shift += 7
     return 0, -1
+
+
+@numba.njit(cache=True, nogil=True)
+def _varint(data: Array, pos: int, end: int) -> tuple[int, int]:
+    """An int32 varint: at most 5 bytes, the 5th at most 0x0F."""
+    return _zigzag(data, pos, end, 5, 0x0F)
+
+
+@numba.njit(cache=True, nogil=True)
+def _varlong(data: Array, pos: int, end: int) -> tuple[int, int]:
+    """An int64 varlong: at most 10 bytes, the 10th at most 0x01."""
+    return _zigzag(data, pos, end, 10, 0x01)
 
 
 @numba.njit(cache=True, nogil=True)
