@@ -13,6 +13,7 @@ Parquet cannot dictionary-encode them away) in 16 KiB uncompressed batches, segm
   session: cold is the first (Spark starts its Python workers, they import and load the
   compiled loop), warm the best of the other two;
 * export spark writer local[2]: the same through Spark's DataFrame writer (``--writer spark``);
+* tiered-kafka -> noop sink: the data source alone, every row handed to the JVM, none written;
 * Spark's own Parquet writer fed rows generated in the JVM: what Spark's writer costs alone.
 
     python -m tests.bench.bench_spark [--records 10000000] [--segment-mib 256]
@@ -177,6 +178,29 @@ def spark_export(
     return timings
 
 
+def source_noop(store_url: str, master: str, max_bytes: int, runs: int) -> list[float]:
+    """Seconds of ``spark.read.format("tiered-kafka")`` into Spark's ``noop`` sink (every row
+    crosses into the JVM, nothing is written), ``runs`` times in one fresh session."""
+    from pyspark.sql import SparkSession  # noqa: PLC0415
+
+    from gateway.spark.source import register  # noqa: PLC0415
+
+    spark = (
+        SparkSession.builder.master(master).config("spark.driver.bindAddress", "127.0.0.1")
+        .config("spark.ui.enabled", "false").config("spark.driver.memory", "4g").getOrCreate()
+    )  # fmt: skip
+    register(spark)
+    options = reader_options(store_url, max_bytes)
+    timings = []
+    for _ in range(runs):
+        started = time.perf_counter()
+        df = spark.read.format("tiered-kafka").options(**options).load()
+        df.write.format("noop").mode("overwrite").save()
+        timings.append(time.perf_counter() - started)
+    spark.stop()
+    return timings
+
+
 def jvm_ceiling(master: str, rows: int, out: Path) -> float:
     """Spark's own Parquet write of rows shaped like ours (cached, no Python): records/s."""
     from pyspark.sql import SparkSession  # noqa: PLC0415
@@ -241,6 +265,9 @@ def main() -> None:
             report(f"export arrow {master}, warm", *min(runs[1:], key=lambda r: r[1]))
         (spark_run,) = spark_export(url, "local[2]", root / "out", split, "spark", 1)
         report("export spark writer local[2], cold", *spark_run)
+        noop = source_noop(url, "local[2]", split, 3)
+        report("tiered-kafka -> noop sink local[2], cold", count, noop[0])
+        report("tiered-kafka -> noop sink local[2], warm", count, min(noop[1:]))
         for master in ("local[1]", "local[2]"):
             rate = jvm_ceiling(master, min(count, 2_000_000), root / "jvm")
             print(f"{'spark parquet, no Python ' + master:40s} {rate / 1e6:6.2f} M records/s"
