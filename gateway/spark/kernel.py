@@ -74,6 +74,22 @@ def _varlong(data: Array, pos: int, end: int) -> tuple[int, int]:
     return _zigzag(data, pos, end, 10, 0x01)
 
 
+@numba.njit(cache=True, nogil=True, inline="always")
+def _put(  # noqa: PLR0917 - numba takes arrays, not objects
+    data: Array, pos: int, length: int, i: int, used: int, offsets: Array, valid: Array, out: Array
+) -> int:
+    """Entry ``i`` of a nullable binary column: ``length`` bytes of ``data`` from ``pos`` (a
+    negative length is null); returns the column's bytes used after it."""
+    if length >= 0:
+        out[used : used + length] = data[pos : pos + length]
+        used += length
+        valid[i] = 1
+    else:
+        valid[i] = 0
+    offsets[i + 1] = used
+    return used
+
+
 @numba.njit(cache=True, nogil=True)
 def decode_batches(  # noqa: PLR0917 - numba takes arrays, not objects
     data: Array,  # uint8: the records sections of the batches, back to back
@@ -175,13 +191,9 @@ def decode_batches(  # noqa: PLR0917 - numba takes arrays, not objects
                     hkey_data[hkb : hkb + hklen] = data[hkpos : hkpos + hklen]
                     hkb += hklen
                     hkey_offsets[nh + 1] = hkb
-                    if hvlen >= 0:
-                        hvalue_data[hvb : hvb + hvlen] = data[hvpos : hvpos + hvlen]
-                        hvb += hvlen
-                        hvalue_valid[nh] = 1
-                    else:
-                        hvalue_valid[nh] = 0
-                    hvalue_offsets[nh + 1] = hvb
+                    hvb = _put(
+                        data, hvpos, hvlen, nh, hvb, hvalue_offsets, hvalue_valid, hvalue_data
+                    )
                     nh += 1
             if pos != rec_end:
                 return BAD_RECORD, b, n, nh
@@ -198,20 +210,8 @@ def decode_batches(  # noqa: PLR0917 - numba takes arrays, not objects
             offsets[n] = offset
             timestamps_us[n] = ts * 1000
             batch_of[n] = b
-            if klen >= 0:
-                key_data[kb : kb + klen] = data[kpos : kpos + klen]
-                kb += klen
-                key_valid[n] = 1
-            else:
-                key_valid[n] = 0
-            key_offsets[n + 1] = kb
-            if vlen >= 0:
-                value_data[vb : vb + vlen] = data[vpos : vpos + vlen]
-                vb += vlen
-                value_valid[n] = 1
-            else:
-                value_valid[n] = 0
-            value_offsets[n + 1] = vb
+            kb = _put(data, kpos, klen, n, kb, key_offsets, key_valid, key_data)
+            vb = _put(data, vpos, vlen, n, vb, value_offsets, value_valid, value_data)
             header_offsets[n + 1] = nh
             n += 1
         if pos != end:  # bytes after the declared records
