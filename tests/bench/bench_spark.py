@@ -32,6 +32,7 @@ import tempfile
 import time
 import uuid
 from pathlib import Path
+from typing import Any
 
 from gateway.kafka.batch import iter_batches
 from gateway.kafka.builder import RecordInput, build_batch
@@ -145,18 +146,26 @@ def core_only(store_url: str, max_bytes: int, arrow: bool) -> tuple[int, float]:
     return n, time.perf_counter() - started
 
 
+def fresh_session(master: str) -> Any:
+    """A new local session bound to 127.0.0.1 (each measurement starts and stops its own)."""
+    from pyspark.sql import SparkSession  # noqa: PLC0415
+
+    return (
+        SparkSession.builder.master(master).appName(f"bench {master}")
+        .config("spark.driver.bindAddress", "127.0.0.1").config("spark.ui.enabled", "false")
+        .config("spark.driver.memory", "4g").getOrCreate()
+    )  # fmt: skip
+
+
 def spark_export(
     store_url: str, master: str, out: Path, max_bytes: int, writer: str, runs: int
 ) -> list[tuple[int, float]]:
     """``runs`` exports in one fresh session: the first is cold (Python workers start, import
     and load the compiled loop; the JVM warms up), the others warm. (records, seconds) each."""
-    from pyspark.sql import SparkSession  # noqa: PLC0415
 
     from gateway.cli import main as cli_main  # noqa: PLC0415
 
-    SparkSession.builder.master(master).appName(f"bench {master}").config(
-        "spark.driver.bindAddress", "127.0.0.1"
-    ).config("spark.ui.enabled", "false").config("spark.driver.memory", "4g").getOrCreate()
+    spark = fresh_session(master)
     import pyarrow.parquet as pq  # noqa: PLC0415
 
     timings = []
@@ -172,23 +181,16 @@ def spark_export(
         if code != 0:
             raise SystemExit(f"export failed with {code}")
         timings.append((pq.ParquetDataset(out).read(columns=["offset"]).num_rows, seconds))
-    active = SparkSession.getActiveSession()
-    if active is not None:
-        active.stop()
+    spark.stop()
     return timings
 
 
 def source_noop(store_url: str, master: str, max_bytes: int, runs: int) -> list[float]:
     """Seconds of ``spark.read.format("tiered-kafka")`` into Spark's ``noop`` sink (every row
     crosses into the JVM, nothing is written), ``runs`` times in one fresh session."""
-    from pyspark.sql import SparkSession  # noqa: PLC0415
-
     from gateway.spark.source import register  # noqa: PLC0415
 
-    spark = (
-        SparkSession.builder.master(master).config("spark.driver.bindAddress", "127.0.0.1")
-        .config("spark.ui.enabled", "false").config("spark.driver.memory", "4g").getOrCreate()
-    )  # fmt: skip
+    spark = fresh_session(master)
     register(spark)
     options = reader_options(store_url, max_bytes)
     timings = []
@@ -203,13 +205,9 @@ def source_noop(store_url: str, master: str, max_bytes: int, runs: int) -> list[
 
 def jvm_ceiling(master: str, rows: int, out: Path) -> float:
     """Spark's own Parquet write of rows shaped like ours (cached, no Python): records/s."""
-    from pyspark.sql import SparkSession  # noqa: PLC0415
     from pyspark.sql import functions as sf  # noqa: PLC0415
 
-    spark = (
-        SparkSession.builder.master(master).config("spark.driver.bindAddress", "127.0.0.1")
-        .config("spark.ui.enabled", "false").config("spark.driver.memory", "4g").getOrCreate()
-    )  # fmt: skip
+    spark = fresh_session(master)
     value = "substring(sha2(cast(id as string), 512) || sha2(cast(id + 1 as string), 512), 1, 200)"
     df = spark.range(0, rows, 1, 16).select(
         sf.expr("cast(concat('user-', cast(id % 100000 as string)) as binary)").alias("key"),
