@@ -88,6 +88,19 @@ class CorruptManifestError(CorruptDataError):
     code = "corrupt_manifest"
 
 
+class RemoteGapError(CorruptDataError):
+    """The remote metadata does not cover offsets inside the remote log: the next segment of
+    the epoch lineage does not start right after the previous one ends. Never hopped over;
+    ``start``..``end`` (inclusive) are the missing offsets."""
+
+    code = "remote_gap"
+
+    def __init__(self, message: str, start: int | None = None, end: int | None = None) -> None:
+        super().__init__(message)
+        self.start = start
+        self.end = end
+
+
 class IntegrityError(CorruptDataError):
     """Authenticated decryption failed (AES-GCM tag mismatch): the bytes were altered."""
 
@@ -185,6 +198,15 @@ class NotReadyError(GatewayError):
 
     status = 503
     code = "not_ready"
+    retriable = True
+
+
+class TransactionPendingError(GatewayError):
+    """read_committed reached a transaction whose COMMIT or ABORT marker is not in the remote
+    tier yet (its outcome is unknown until the broker tiers the segment holding it)."""
+
+    status = 503
+    code = "transaction_pending"
     retriable = True
 
 

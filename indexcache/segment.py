@@ -27,6 +27,7 @@ from indexcache.epoch import EpochEntry, LeaderEpochCache
 from indexcache.offset_index import OffsetIndex, OffsetPosition
 from indexcache.time_index import TimeIndex, TimestampOffset
 from indexcache.txn_index import TransactionIndex, TxnIndexSearchResult
+from indexcache.validate import check_offset_index, check_time_index, check_txn_index
 
 __all__ = [
     "IndexLoader",
@@ -124,7 +125,7 @@ class SegmentIndexes:
     when a buffer fails its check.
     """
 
-    __slots__ = ("_epochs", "_offset", "_raw", "_time", "_txn")
+    __slots__ = ("_checked", "_epochs", "_offset", "_raw", "_time", "_txn")
 
     def __init__(self, raw: SegmentIndexBytes) -> None:
         base = raw.base_offset
@@ -133,6 +134,22 @@ class SegmentIndexes:
         self._time = TimeIndex(raw.time, base)
         self._txn = TransactionIndex(raw.txn if raw.txn is not None else b"", base)
         self._epochs = LeaderEpochCache.from_checkpoint(raw.leader_epoch)
+        self._checked: tuple[int, int] | None = None
+
+    def checked_against(self, end_offset: int, size: int) -> bool:
+        """Whether :meth:`check_against` already passed for this end offset and size."""
+        return self._checked == (end_offset, size)
+
+    def check_against(self, end_offset: int, size: int) -> None:
+        """Check every entry against the segment's metadata (``indexcache.validate``): the
+        first call per (end offset, size) does the O(entries) work, later ones return at once.
+        Raises :class:`gateway.errors.CorruptIndexError`."""
+        if self._checked == (end_offset, size):
+            return
+        check_offset_index(self._offset, end_offset, size)
+        check_time_index(self._time, end_offset)
+        check_txn_index(self._txn, end_offset)
+        self._checked = (end_offset, size)
 
     @property
     def raw(self) -> SegmentIndexBytes:

@@ -6,51 +6,82 @@ every batch whose last offset is below the fetch offset is skipped; the first ba
 the first whose last offset is at or after it (it may start before it). Where this gateway goes
 further than the broker, deliberately:
 
-* whole batches only, never a truncated tail, and at least one batch even when it is larger
-  than ``max_bytes`` (the broker's minOneMessage), so a response is never a silent empty 200;
+* whole batches only, and at least one batch even when it is larger than ``max_bytes`` (the
+  broker's minOneMessage), so a response is never a silent empty 200;
 * when ``max_bytes`` leaves room, the response continues into the following segments (the
   broker stops at the segment end); when a segment holds no batch at or after the offset, the
   read moves on to the next segment (the broker from 3.8 on);
-* a gap between segments (missing uploads) is stepped over to the next segment;
-* every returned batch has its CRC checked: stored bytes that fail are never served.
+* every answer proves itself complete (:mod:`gateway.read`): segments are framed strictly (no
+  truncated tail in a closed segment, contiguous offsets, the leader epoch, the offset-index
+  entry a read starts from, the segment's end at its ``endOffset``), indexes are checked against
+  the metadata before use, the next segment must start right after the previous one ends (a
+  hole is :class:`RemoteGapError`, never hopped over; a manifest the scan could not read claims
+  its range), and every returned batch has its CRC checked;
+* read_committed collects aborted transactions as §8 does, then checks them against the
+  control records: transactions still open where the response ends are followed to their
+  markers, and every transactional batch must get the same verdict from the index as from its
+  marker (:mod:`gateway.read.txn`). A transaction whose marker is not tiered yet ends the
+  response before its first batch.
 
-read_committed collects aborted transactions as §8 does: from the first batch's base offset to
-the upper bound (the first offset-index entry at or after the end of what was read in the last
-segment, else that segment's end + 1), walking transaction indexes from the first segment read
-onwards until one search is complete; segments whose transaction index is empty are skipped
-without a GET (KAFKA-16780), and the end of the remote tier counts as complete.
+§8's collection: from the first batch's base offset to the upper bound (the first offset-index
+entry at or after the end of what was read in the last segment, else that segment's end + 1),
+walking transaction indexes from the first segment read onwards until one search is complete;
+segments whose transaction index is empty are skipped without a GET (KAFKA-16780), and the end
+of the remote tier counts as complete.
 """
 
 from __future__ import annotations
 
 import asyncio
-import struct
+from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass
+from typing import Protocol
 
 from gateway.errors import (
     CorruptDataError,
+    CorruptManifestError,
     GatewayError,
     ObjectNotFoundError,
     OffsetOutOfRangeError,
+    RemoteGapError,
+    TransactionPendingError,
 )
-from gateway.kafka.batch import LOG_OVERHEAD, iter_batches
+from gateway.kafka.batch import RecordBatch, iter_batches
 from gateway.metadata.manager import RemoteLogMetadataManager
 from gateway.metadata.model import RemoteLogSegmentMetadata, SegmentState, TopicIdPartition
+from gateway.read.framing import SegmentBounds, SegmentFramer
+from gateway.read.txn import MarkerLedger, check_verdicts
+from gateway.remote.keys import Suffix
 from gateway.service.segments import SegmentSource
 from gateway.service.types import AbortedTransaction, FetchedBatches
 from gateway.storage.retry import Deadline
+from indexcache import SegmentIndexes
 
 MIN_WINDOW = 64 * 1024
 MAX_WINDOW = 8 * 1024 * 1024
-_LENGTH = struct.Struct(">i")
+
+
+class Claim(Protocol):
+    """What a segment whose manifest the scan could not read still tells: its start offset
+    and its manifest key (``gateway.metadata.scan.UnreadableSegment``)."""
+
+    @property
+    def start_offset(self) -> int: ...
+    @property
+    def key(self) -> str: ...
+    @property
+    def reason(self) -> str: ...
+
+
+Claims = Callable[[TopicIdPartition], Sequence[Claim]]
 
 
 def resolve(
     rlmm: RemoteLogMetadataManager, tp: TopicIdPartition, offset: int
 ) -> RemoteLogSegmentMetadata | None:
     """The finished segment for ``offset``: through the epoch lineage as the broker does, else
-    (an offset in a gap, or one the lineage does not place) the first finished segment that
-    ends at or after it."""
+    the first finished segment that ends at or after it (which starts after ``offset`` when
+    the offset lies in a hole: the caller checks)."""
     epoch = rlmm.epoch_for_offset(tp, offset)
     if epoch is not None:
         found = rlmm.remote_log_segment_metadata(tp, epoch, offset)
@@ -69,6 +100,16 @@ def remote_bounds(rlmm: RemoteLogMetadataManager, tp: TopicIdPartition) -> tuple
     if start is None or end is None:
         return 0, 0
     return start, end + 1
+
+
+def segment_bounds(meta: RemoteLogSegmentMetadata, key: str) -> SegmentBounds:
+    return SegmentBounds(
+        key,
+        meta.start_offset,
+        meta.end_offset,
+        meta.segment_size_in_bytes,
+        tuple(sorted(meta.segment_leader_epochs, key=lambda e: e[1])),
+    )
 
 
 class SegmentVanishedError(ObjectNotFoundError):
@@ -90,29 +131,83 @@ class SegmentRead:
     first_offset: int
     last_offset: int
 
+    @property
+    def end_position(self) -> int:
+        return self.position + len(self.data)
+
 
 class Fetcher:
-    def __init__(self, rlmm: RemoteLogMetadataManager, source: SegmentSource) -> None:
+    def __init__(
+        self,
+        rlmm: RemoteLogMetadataManager,
+        source: SegmentSource,
+        claims: Claims | None = None,
+    ) -> None:
         self._rlmm = rlmm
         self._source = source
+        self.claims: Claims = claims if claims is not None else (lambda tp: ())
+
+    # --- where the offsets are -----------------------------------------------------------
+
+    def _locate(self, tp: TopicIdPartition, offset: int) -> RemoteLogSegmentMetadata:
+        """The segment holding ``offset`` (RLMM reads: call it off the event loop).
+
+        Outside the remote log: :class:`OffsetOutOfRangeError`. A hole in the metadata inside
+        it: :class:`RemoteGapError`. Offsets a segment whose manifest cannot be read would
+        hold (from its key's start offset to the next readable segment), inside the remote log,
+        before its start or after its end: :class:`CorruptManifestError` naming the manifest.
+        """
+        rlmm = self._rlmm
+        start, end = remote_bounds(rlmm, tp)
+        where = f"{tp.topic}-{tp.partition}"
+        meta = resolve(rlmm, tp, offset) if start <= offset < end else None
+        if meta is not None and meta.start_offset <= offset:
+            return meta
+        # Not held by a readable segment. What starts before ``offset`` and covers least?
+        readable_end = max(
+            (m.end_offset for m in rlmm.list_remote_log_segments(tp) if m.end_offset < offset),
+            default=-1,
+        )
+        claims = [c for c in self.claims(tp) if readable_end < c.start_offset <= offset]
+        if claims:
+            claim = claims[-1]
+            raise CorruptManifestError(
+                f"offset {offset} of {where} is in the segment from offset {claim.start_offset} "
+                f"whose manifest {claim.key} cannot be read ({claim.reason})"
+            )
+        if meta is None and start <= offset < end:
+            end = readable_end + 1  # the tail was deleted: nothing readable holds offsets here
+        if start <= offset < end and meta is not None:
+            hole_end = meta.start_offset - 1
+            raise RemoteGapError(
+                f"no remote segment of {where} holds offsets {offset}..{hole_end}, inside the "
+                f"remote log [{start}, {end}): the metadata has a hole",
+                offset,
+                hole_end,
+            )
+        first = min([start if end else offset + 1, *(c.start_offset for c in self.claims(tp))])
+        raise OffsetOutOfRangeError(
+            f"offset {offset} is outside the remote log of {where} [{start}, {end})",
+            min(start, first) if end else first if first <= offset else start,
+            end,
+        )
+
+    def _next(
+        self, tp: TopicIdPartition, meta: RemoteLogSegmentMetadata
+    ) -> RemoteLogSegmentMetadata | None:
+        """The segment after ``meta``: it must hold ``endOffset + 1``; ``None`` at the end of
+        the remote log."""
+        try:
+            return self._locate(tp, meta.end_offset + 1)
+        except OffsetOutOfRangeError:
+            return None
 
     async def fetch(
         self, tp: TopicIdPartition, offset: int, max_bytes: int, deadline: Deadline
     ) -> tuple[list[SegmentRead], int]:
         """Batches from ``offset`` and the next offset to fetch (one past the last offset
         considered). RLMM reads are SQLite calls and run off the event loop."""
-        rlmm = self._rlmm
-        start, end = await asyncio.to_thread(remote_bounds, rlmm, tp)
-        meta = await asyncio.to_thread(resolve, rlmm, tp, offset) if start <= offset < end else None
-        if meta is None:  # outside the remote log, or nothing covers it any more (deleted)
-            where = f"the remote log of {tp.topic}-{tp.partition} [{start}, {end})"
-            raise OffsetOutOfRangeError(
-                f"offset {offset} is outside {where}"
-                if not start <= offset < end
-                else f"no remote segment holds offset {offset} of {where} any more (deleted)",
-                start,
-                end,
-            )
+        meta: RemoteLogSegmentMetadata | None = await asyncio.to_thread(self._locate, tp, offset)
         reads: list[SegmentRead] = []
         budget, target, next_offset = max_bytes, offset, offset
         while meta is not None:
@@ -130,13 +225,78 @@ class Fetcher:
                 target = next_offset = read.last_offset + 1
             if full:
                 break  # the budget ended inside this segment
-            # The rest of the segment was considered (an empty one is hopped over, as 3.8+).
+            # The rest of the segment was read to its end (an empty one is hopped over, 3.8+).
             next_offset = max(next_offset, meta.end_offset + 1)
             target = max(target, meta.end_offset + 1)
             if budget <= 0:
                 break
-            meta = await asyncio.to_thread(resolve, rlmm, tp, meta.end_offset + 1)
+            try:
+                meta = await asyncio.to_thread(self._next, tp, meta)
+            except GatewayError:
+                if reads:
+                    break
+                raise
         return reads, next_offset
+
+    # --- one segment ---------------------------------------------------------------------
+
+    async def indexes(self, meta: RemoteLogSegmentMetadata, deadline: Deadline) -> SegmentIndexes:
+        """The segment's indexes, checked against its metadata before they are trusted."""
+        indexes = await self._source.indexes(meta, deadline)
+        end, size = meta.end_offset, meta.segment_size_in_bytes
+        if not indexes.checked_against(end, size):
+            what = self._source.object_key(meta).with_suffix(Suffix.INDEXES).key
+            try:
+                await asyncio.to_thread(indexes.check_against, end, size)
+            except CorruptDataError as exc:
+                raise type(exc)(f"{what}: {exc}") from exc
+        return indexes
+
+    async def batches(
+        self,
+        meta: RemoteLogSegmentMetadata,
+        framer: SegmentFramer,
+        window: int,
+        deadline: Deadline,
+        *,
+        grow: bool = False,
+    ) -> AsyncIterator[list[RecordBatch]]:
+        """The segment's batches window by window from ``framer``'s cursor, to its end
+        (checked there); windows double up to ``MAX_WINDOW`` when ``grow``. Every iteration
+        consumes bytes or fails: no loop without progress."""
+        key = framer.bounds.key
+        while not framer.at_end:
+            if grow:
+                window = min(window * 2, MAX_WINDOW)
+            cursor = framer.cursor
+            want = max(window, framer.need)
+            try:
+                data, size = await self._source.read(meta, cursor, cursor + want, deadline)
+                if size != framer.bounds.size:
+                    raise CorruptManifestError(
+                        f"{key}: the manifest says {size} bytes, the segment metadata "
+                        f"{framer.bounds.size}"
+                    )
+                if not data:
+                    raise CorruptDataError(f"{key}: no bytes at {cursor} of {size}")
+                out = framer.feed(data)
+                if framer.at_end:
+                    framer.finish()
+            except CorruptDataError as exc:
+                # The cache may hold the bad bytes (an untransformed chunk is only checked
+                # here): drop them, so a retry reads the object again.
+                await self._source.chunks.invalidate(meta.segment_id.id)
+                if str(exc).startswith(key):
+                    raise
+                raise type(exc)(f"{key} (read from byte {cursor}): {exc}") from exc
+            yield out
+
+    def _framer(
+        self, meta: RemoteLogSegmentMetadata, indexes: SegmentIndexes, target: int
+    ) -> SegmentFramer:
+        entry = indexes.lookup_offset(max(target, meta.start_offset))
+        bounds = segment_bounds(meta, self._source.object_key(meta).key)
+        return SegmentFramer(bounds, entry.position, entry.offset)
 
     async def _read_segment(
         self,
@@ -148,59 +308,39 @@ class Fetcher:
     ) -> tuple[SegmentRead | None, bool]:
         """Whole batches of one segment from the first ending at or after ``target``, within
         ``budget`` (one batch at least when ``min_one``); and whether the budget ended here."""
-        indexes = await self._source.indexes(meta, deadline)
-        cursor = indexes.lookup_offset(max(target, meta.start_offset)).position
+        framer = self._framer(meta, await self.indexes(meta, deadline), target)
         window = min(max(budget, MIN_WINDOW), MAX_WINDOW)
-        pending = b""  # bytes of a batch cut by the end of the last window
         out: list[bytes] = []
         total, first_pos, first_off, last_off = 0, -1, -1, -1
-        prev_last = -1
-        key = self._source.object_key(meta).key
 
         def done(full: bool) -> tuple[SegmentRead | None, bool]:
             if not out:
                 return None, full
             return SegmentRead(meta, first_pos, b"".join(out), first_off, last_off), full
 
-        while True:
-            want = window
-            if len(pending) >= LOG_OVERHEAD:
-                want = max(want, LOG_OVERHEAD + _LENGTH.unpack_from(pending, 8)[0] - len(pending))
-            data, size = await self._source.read(meta, cursor, cursor + want, deadline)
-            at_end = cursor + len(data) >= size
-            buf = pending + data if pending else data
-            base = cursor - len(pending)
-            consumed = 0
-            try:
-                for batch in iter_batches(buf, offset_range=(meta.start_offset, meta.end_offset)):
-                    consumed = batch.position + batch.size_in_bytes
-                    if batch.base_offset <= prev_last:
-                        raise CorruptDataError(
-                            f"batch at {base + batch.position} has offsets not after {prev_last}"
-                        )
-                    prev_last = batch.last_offset
-                    if batch.last_offset < target:
-                        continue
-                    size_b = batch.size_in_bytes
-                    if total + size_b > budget and (out or not min_one):
-                        return done(True)
+        async for batches in self.batches(meta, framer, window, deadline):
+            for batch in batches:
+                if batch.last_offset < target:
+                    continue
+                size_b = batch.size_in_bytes
+                if total + size_b > budget and (out or not min_one):
+                    return done(True)
+                try:
                     batch.ensure_valid()
-                    if not out:
-                        first_pos, first_off = base + batch.position, batch.base_offset
-                    out.append(bytes(batch.view))
-                    total += size_b
-                    last_off = batch.last_offset
-                    if total >= budget:
-                        return done(not (at_end and consumed == len(buf)))
-            except CorruptDataError as exc:
-                # The cache may hold the bad bytes (an untransformed chunk is only checked
-                # here): drop them, so a retry reads the object again.
-                await self._source.chunks.invalidate(meta.segment_id.id)
-                raise type(exc)(f"{key} (read from byte {base}): {exc}") from exc
-            if at_end:  # a truncated tail at the segment end ends the stream, as in Kafka
-                return done(False)
-            pending = bytes(memoryview(buf)[consumed:])
-            cursor += len(data)
+                except CorruptDataError as exc:
+                    await self._source.chunks.invalidate(meta.segment_id.id)
+                    raise type(exc)(f"{framer.bounds.key}: {exc}") from exc
+                if not out:
+                    first_pos, first_off = batch.position, batch.base_offset
+                out.append(bytes(batch.view))
+                total += size_b
+                last_off = batch.last_offset
+                if total >= budget:
+                    end_here = batch.last_offset == meta.end_offset and framer.at_end
+                    return done(not end_here)
+        return done(False)
+
+    # --- read_committed ------------------------------------------------------------------
 
     async def aborted_transactions(
         self, tp: TopicIdPartition, reads: list[SegmentRead], deadline: Deadline
@@ -209,15 +349,15 @@ class Fetcher:
         if not reads:
             return []
         last = reads[-1]
-        indexes = await self._source.indexes(last.meta, deadline)
-        bound = indexes.upper_bound_at(last.position + len(last.data))
+        indexes = await self.indexes(last.meta, deadline)
+        bound = indexes.upper_bound_at(last.end_position)
         upper = bound.offset if bound is not None else last.meta.end_offset + 1
         fetch_offset = reads[0].first_offset
         found: set[tuple[int, int]] = set()
         meta: RemoteLogSegmentMetadata | None = reads[0].meta
         while meta is not None:
             if not meta.txn_index_empty:
-                indexes = await self._source.indexes(meta, deadline)
+                indexes = await self.indexes(meta, deadline)
                 result = indexes.aborted_txns(fetch_offset, upper)
                 found.update((t.producer_id, t.first_offset) for t in result.aborted_transactions)
                 if result.is_complete:
@@ -234,6 +374,75 @@ class Fetcher:
         while meta is not None and meta.txn_index_empty:
             meta = resolve(self._rlmm, tp, meta.end_offset + 1)
         return meta
+
+    async def committed(
+        self, tp: TopicIdPartition, reads: list[SegmentRead], deadline: Deadline
+    ) -> tuple[list[SegmentRead], list[AbortedTransaction], int | None]:
+        """read_committed, proven: the aborted transactions of ``reads`` (§8) checked against
+        the control records. Transactions still open where the reads end are followed to their
+        markers; one whose marker is not in the remote tier yet ends the reads before its first
+        batch (the reads and the new next offset are returned; ``None`` when unchanged)."""
+        aborted = await self.aborted_transactions(tp, reads, deadline)
+        ledger = MarkerLedger()
+        batches = [b for r in reads for b in iter_batches(r.data)]
+        for batch in batches:
+            ledger.add(batch)
+        if ledger.open_producers:
+            await self._follow_markers(tp, reads[-1], ledger, deadline)
+        cut = ledger.unresolved()
+        new_next = None
+        if cut is not None:
+            reads = _cut_before(reads, cut)
+            if not reads:
+                raise TransactionPendingError(
+                    f"{tp.topic}-{tp.partition}: the transaction starting at offset {cut} has "
+                    "no COMMIT or ABORT marker in the remote tier yet; read_committed cannot "
+                    "return it before its marker is tiered"
+                )
+            new_next = cut
+            batches = [b for b in batches if b.base_offset < cut]
+            aborted = await self.aborted_transactions(tp, reads, deadline)
+        check_verdicts(batches, aborted, ledger)
+        return reads, aborted, new_next
+
+    async def _follow_markers(
+        self, tp: TopicIdPartition, last: SegmentRead, ledger: MarkerLedger, deadline: Deadline
+    ) -> None:
+        """Read on from the end of ``last`` until every open transaction has met its marker or
+        the remote tier ends (within the request's deadline)."""
+        meta = last.meta
+        bounds = segment_bounds(meta, self._source.object_key(meta).key)
+        framer = SegmentFramer(bounds, last.end_position, after=last.last_offset)
+        seen = last.last_offset + 1  # an overlapping upload repeats batches already followed
+        while True:
+            async for batches in self.batches(meta, framer, MIN_WINDOW, deadline, grow=True):
+                for batch in batches:
+                    if batch.last_offset >= seen:
+                        ledger.close(batch)
+                if not ledger.open_producers:
+                    return
+            seen = framer.last_offset + 1
+            following = await asyncio.to_thread(self._next, tp, meta)
+            if following is None:
+                return
+            meta = following
+            framer = self._framer(meta, await self.indexes(meta, deadline), seen)
+
+
+def _cut_before(reads: list[SegmentRead], offset: int) -> list[SegmentRead]:
+    """``reads`` with every batch at or after ``offset`` dropped."""
+    out: list[SegmentRead] = []
+    for r in reads:
+        if r.first_offset >= offset:
+            break
+        if r.last_offset < offset:
+            out.append(r)
+            continue
+        keep = [b for b in iter_batches(r.data) if b.base_offset < offset]
+        data = b"".join(bytes(b.view) for b in keep)
+        out.append(SegmentRead(r.meta, r.position, data, r.first_offset, keep[-1].last_offset))
+        break
+    return out
 
 
 def to_batches(reads: list[SegmentRead]) -> tuple[FetchedBatches, ...]:
