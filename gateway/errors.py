@@ -8,6 +8,8 @@ Corrupt input is never "retriable": retrying does not change the bytes in the bu
 
 from __future__ import annotations
 
+from typing import TypeVar
+
 
 class GatewayError(Exception):
     """Root of every error raised by tiered-gateway."""
@@ -15,6 +17,16 @@ class GatewayError(Exception):
     status: int = 500
     code: str = "internal_error"
     retriable: bool = False
+
+
+_E = TypeVar("_E", bound="GatewayError")
+
+
+def add_context(exc: _E, context: str) -> _E:
+    """``exc`` with ``context`` (an object key, a byte position) in front of its message; the
+    same object, so its type and fields (a rule, offsets) stay as they are."""
+    exc.args = (f"{context}: {exc}", *exc.args[1:])
+    return exc
 
 
 # --- data found in storage is not what the format says -------------------------------------

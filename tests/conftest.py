@@ -1,5 +1,10 @@
 """Real local servers shared by the integration and Spark tests: a moto S3 server process on
-127.0.0.1."""
+127.0.0.1. And the hypothesis profile of the suite.
+
+Hypothesis profile: ``ci`` (the default) has no per-example deadline and no ``too_slow``
+health check, so a loaded 2-core machine slows the suite down but never fails it; select
+another with ``HYPOTHESIS_PROFILE`` (``default`` is hypothesis' own, with its 200 ms deadline).
+"""
 
 from __future__ import annotations
 
@@ -13,6 +18,10 @@ from collections.abc import Iterator
 
 import boto3
 import pytest
+from hypothesis import HealthCheck, settings
+
+settings.register_profile("ci", deadline=None, suppress_health_check=[HealthCheck.too_slow])
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 
 
 def _free_port() -> int:

@@ -2,14 +2,61 @@
 
 from __future__ import annotations
 
+from typing import Annotated, Literal
+
 from fastapi import APIRouter
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+from pydantic import BaseModel, Field
 from starlette.responses import Response
 
 from gateway.api.models import Status, error_responses
 from gateway.api.observe import HttpMetrics
 from gateway.api.params import ServiceDep
+from gateway.api.render import topic_id_text
 from gateway.errors import NotReadyError
+from gateway.service.types import UnreadableManifest
+
+
+class UnreadableSegment(BaseModel):
+    start_offset: int = Field(description="where the segment starts (from the object key)")
+    key: str = Field(description="the .rsm-manifest object key")
+    reason: str = Field(description="why it cannot be read")
+
+
+class DegradedPartition(BaseModel):
+    topic: str
+    topic_id: str
+    partition: int
+    unreadable: list[UnreadableSegment] = Field(
+        description="manifests that cannot be read, by start offset: reads in the offsets "
+        "they claim fail with an error naming them"
+    )
+
+
+class Readiness(BaseModel):
+    status: Literal["ready", "degraded"] = Field(
+        description="ready; or degraded: serving, but some manifests cannot be read"
+    )
+    degraded: Annotated[
+        list[DegradedPartition] | None,
+        Field(description="when degraded: the partitions with unreadable manifests"),
+    ] = None
+
+
+def _degraded(unreadable: tuple[UnreadableManifest, ...]) -> list[DegradedPartition]:
+    parts: dict[tuple[str, str, int], list[UnreadableSegment]] = {}
+    for u in unreadable:
+        entry = UnreadableSegment(start_offset=u.start_offset, key=u.key, reason=u.reason)
+        parts.setdefault((u.topic, topic_id_text(u.topic_id), u.partition), []).append(entry)
+    return [
+        DegradedPartition(
+            topic=topic,
+            topic_id=topic_id,
+            partition=partition,
+            unreadable=sorted(entries, key=lambda e: (e.start_offset, e.key)),
+        )
+        for (topic, topic_id, partition), entries in sorted(parts.items())
+    ]
 
 
 def router(metrics: HttpMetrics) -> APIRouter:
@@ -20,12 +67,27 @@ def router(metrics: HttpMetrics) -> APIRouter:
         """200 while the process serves HTTP."""
         return Status(status="ok")
 
-    @r.get("/readyz", response_model=Status, responses=error_responses(503))
-    async def readyz(service: ServiceDep) -> Status:
-        """200 once the catalog has been loaded, else 503 (retriable)."""
-        if not service.ready():
-            raise NotReadyError("the catalog of remote segments is not loaded yet")
-        return Status(status="ready")
+    @r.get(
+        "/readyz",
+        response_model=Readiness,
+        response_model_exclude_none=True,
+        responses=error_responses(503),
+    )
+    async def readyz(service: ServiceDep) -> Readiness:
+        """503 `not_ready` (retriable) until the first bucket scan has finished, with the
+        reason (e.g. the store cannot be listed): never ready with an empty catalog because
+        the store failed. Then 200 `{"status": "ready"}`; or, when some `.rsm-manifest`
+        objects cannot be read (corrupt, no segment metadata), still 200 so that one bad
+        object does not take the instance out of service, but `{"status": "degraded"}` with
+        `degraded` listing each affected partition: the manifest keys, the offsets they
+        claim (reads there fail naming the key) and why they cannot be read."""
+        readiness = service.readiness()
+        if not readiness.ready:
+            reason = readiness.reason or "the first bucket scan has not finished"
+            raise NotReadyError(f"the catalog of remote segments is not loaded yet: {reason}")
+        if readiness.unreadable:
+            return Readiness(status="degraded", degraded=_degraded(readiness.unreadable))
+        return Readiness(status="ready")
 
     @r.get(
         "/metrics",

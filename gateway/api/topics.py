@@ -60,7 +60,7 @@ def router() -> APIRouter:
     @r.get(
         "/topics/{topic}/partitions",
         response_model=Partitions,
-        responses=error_responses(400, 404, 503),
+        responses=error_responses(400, 404, 502, 503),
     )
     async def list_partitions(topic: TopicName, service: ServiceDep) -> Response:
         """The remote-tier partitions of a topic (its newest incarnation)."""
@@ -75,7 +75,7 @@ def router() -> APIRouter:
     @r.get(
         "/topics/{topic}/partitions/{partition}",
         response_model=Partition,
-        responses=error_responses(400, 404, 503),
+        responses=error_responses(400, 404, 502, 503),
     )
     async def get_partition(
         topic: TopicName, partition: PartitionNumber, service: ServiceDep
@@ -86,7 +86,7 @@ def router() -> APIRouter:
     @r.get(
         "/topics/{topic}/partitions/{partition}/segments",
         response_model=Segments,
-        responses=error_responses(400, 404, 503),
+        responses=error_responses(400, 404, 502, 503),
     )
     async def list_segments(
         topic: TopicName, partition: PartitionNumber, service: ServiceDep

@@ -5,8 +5,15 @@ SQLite state of ``--state-dir`` when given, incrementally, else in memory) and p
 and partition: topic id, segment count, remote start and end offsets, total size, epochs.
 The leader-epoch lineage comes from the newest segment's checkpoint (``--key-pair`` opens
 encrypted ones). ``ls`` prints one partition's segments with their states, from
-``--state-dir`` alone or after a scan of ``--store``. Exit code 1 when the scan skipped
-manifests (each is named on stderr).
+``--state-dir`` alone or after a scan of ``--store``.
+
+A manifest that cannot be read (corrupt, no segment metadata, metadata that disagrees with its
+key) still claims its offsets: ``scan`` lists it after the partitions (``UNREADABLE``: topic,
+partition, the start offset from its key, the key and the reason; ``"unreadable"`` in
+``--json``, and a count per partition row). Exit codes: 0 all read; 1 when the scan skipped
+manifests (each is named on stderr, with the reason); 2 for errors, among them a store fault
+(a listing or read that fails: the scan is aborted and a ``--state-dir`` catalog is left
+exactly as it was, never read as deleted segments).
 """
 
 from __future__ import annotations
@@ -27,9 +34,13 @@ from gateway.commands.common import (
 from gateway.errors import ConfigurationError
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
     from gateway.metadata.manager import RemoteLogMetadataManager
     from gateway.metadata.model import RemoteLogSegmentMetadata, TopicIdPartition
-    from gateway.metadata.scan import ScanReport
+    from gateway.metadata.scan import ScanReport, UnreadableSegment
+
+    Unreadable = Sequence[tuple[TopicIdPartition, UnreadableSegment]]
 
 EXIT_OK = 0
 EXIT_SKIPPED = 1
@@ -51,6 +62,19 @@ def add_parser(sub: Any) -> None:
     ls.add_argument("--topic-id", help="pick one incarnation of a re-created topic")
     ls.add_argument("--partition", type=int, required=True)
     ls.add_argument("--json", action="store_true", help="NDJSON, one segment per line")
+
+
+def _unreadable_row(tp: TopicIdPartition, entry: UnreadableSegment) -> dict[str, Any]:
+    from gateway.remote.keys import encode_uuid  # noqa: PLC0415
+
+    return {
+        "topic": tp.topic,
+        "topic_id": encode_uuid(tp.topic_id),
+        "partition": tp.partition,
+        "start_offset": entry.start_offset,
+        "key": entry.key,
+        "reason": entry.reason,
+    }
 
 
 def _partition_row(rlmm: RemoteLogMetadataManager, tp: TopicIdPartition) -> dict[str, Any]:
@@ -97,7 +121,9 @@ def _table(rows: list[dict[str, Any]], columns: list[str]) -> str:
     return "\n".join(line.rstrip() for line in lines)
 
 
-async def _scan(args: argparse.Namespace, rlmm: RemoteLogMetadataManager) -> ScanReport:
+async def _scan(
+    args: argparse.Namespace, rlmm: RemoteLogMetadataManager
+) -> tuple[ScanReport, Unreadable]:
     from concurrent.futures import ThreadPoolExecutor  # noqa: PLC0415
 
     from gateway.metadata.scan import BucketScanner, checkpoint_reader  # noqa: PLC0415
@@ -116,7 +142,7 @@ async def _scan(args: argparse.Namespace, rlmm: RemoteLogMetadataManager) -> Sca
                 key_prefix=args.key_prefix,
                 checkpoint_reader=checkpoint_reader(reader, keys),
             )
-            return await scanner.scan()
+            return await scanner.scan(), scanner.unreadable_all()
     finally:
         await store.close()
 
@@ -132,18 +158,30 @@ def run(args: argparse.Namespace) -> int:
         raise ConfigurationError("catalog ls needs --store (to scan) or --state-dir (a catalog)")
     rlmm = open_manager(args.state_dir)
     try:
-        report = asyncio.run(_scan(args, rlmm)) if args.store is not None else None
+        report, unreadable = (
+            asyncio.run(_scan(args, rlmm)) if args.store is not None else (None, ())
+        )
         if args.catalog_command == "scan":
             assert report is not None
             rows = [_partition_row(rlmm, tp) for tp in rlmm.partitions()]
             rows.sort(key=lambda r: (r["topic"], r["topic_id"], r["partition"]))
+            bad = [_unreadable_row(tp, entry) for tp, entry in unreadable]
+            for row in rows:
+                row["unreadable"] = sum(
+                    (b["topic_id"], b["partition"]) == (row["topic_id"], row["partition"])
+                    for b in bad
+                )
             if args.json:
-                print(json.dumps({"scan": report.to_json(), "partitions": rows}))
+                print(json.dumps({"scan": report.to_json(), "partitions": rows, "unreadable": bad}))
             else:
                 columns = ["topic", "topic_id", "partition", "segments"]
                 columns += ["remote_log_start_offset", "remote_log_end_offset", "size"]
-                columns += ["leader_epochs"]
+                columns += ["leader_epochs", "unreadable"]
                 print(_table(rows, columns))
+                if bad:
+                    print("\nUNREADABLE manifests (they claim the offsets from START_OFFSET on):")
+                    columns = ["topic", "topic_id", "partition", "start_offset", "key", "reason"]
+                    print(_table(bad, columns))
         else:
             from uuid import UUID  # noqa: PLC0415
 

@@ -10,9 +10,20 @@ registered, and finished segments whose manifest vanished (retention, a partitio
 through DELETE_SEGMENT_STARTED and DELETE_SEGMENT_FINISHED.
 
 What the manifest does not say is derived: ``segmentSizeInBytes`` is the chunk index's original
-file size, ``txnIdxEmpty`` is true when the manifest has no transaction index. A manifest that
-cannot be parsed, has no ``remoteLogSegmentMetadata``, or whose metadata disagrees with its key
-is skipped and reported (never guessed at); the scan goes on.
+file size, ``txnIdxEmpty`` is true when the manifest has no transaction index.
+
+A store fault is not a deletion. A pass is all or nothing: the listing, the manifest reads and
+the checkpoint reads all happen before the catalog changes, and a listing or read that fails
+(access denied, 5xx, network, timeout) aborts the pass with that error, leaving the catalog as
+it was (a warning in the log, ``counters.aborted``). Only a complete listing removes segments;
+a manifest that is listed but gone when read (404) was deleted in between and is passed over.
+
+A manifest that cannot be read still claims its offsets. One that cannot be parsed, has no
+``remoteLogSegmentMetadata``, or whose metadata disagrees with its key is never guessed at: it
+is reported (``ScanReport.skipped``) and kept in a registry of :class:`UnreadableSegment` by
+partition (its key names the topic, topic id, partition and start offset), which readers consult
+so that the offsets it would cover fail with an error naming it instead of vanishing. An entry
+leaves the registry when a later pass reads the manifest fine or finds it gone.
 """
 
 from __future__ import annotations
@@ -20,14 +31,18 @@ from __future__ import annotations
 import asyncio
 import logging
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from dataclasses import dataclass, field
+from typing import Any, TypeVar
 
 from gateway.errors import (
+    ConfigurationError,
     CorruptManifestError,
+    DeadlineExceededError,
     GatewayError,
     InvalidKeyError,
     ObjectNotFoundError,
+    StorageError,
 )
 from gateway.metadata.manager import RemoteLogMetadataManager
 from gateway.metadata.model import (
@@ -42,13 +57,61 @@ from gateway.remote.keys import ObjectKey, Suffix, parse_object_key
 from gateway.remote.manifest import IndexType, SegmentManifest, parse_manifest
 from gateway.remote.reader import RemoteSegment, SegmentReader
 from gateway.storage.base import ObjectStore
-from gateway.storage.retry import Deadline, Retrier
+from gateway.storage.retry import Deadline, Retrier, RetryPolicy
 from indexcache.epoch import parse_leader_epoch_checkpoint
 
 log = logging.getLogger(__name__)
 
+T = TypeVar("T")
+
 CheckpointReader = Callable[[ObjectKey, SegmentManifest], Awaitable[bytes | None]]
 """Reads the LEADER_EPOCH piece of a segment's ``.indexes`` (``None`` when it cannot)."""
+
+MANIFEST_READ_TIMEOUT = 60.0
+"""Seconds one manifest GET may take, retries included."""
+
+
+@dataclass(frozen=True, slots=True)
+class UnreadableSegment:
+    """A listed ``.rsm-manifest`` that cannot be read into segment metadata (unparsable, no
+    ``remoteLogSegmentMetadata``, metadata that disagrees with its key). Its key still names
+    the partition and where the segment starts, so the offsets from ``start_offset`` on stay
+    claimed: a read in them fails naming ``key`` rather than hopping over them."""
+
+    start_offset: int
+    key: str  # the manifest's object key
+    reason: str
+
+
+@dataclass(slots=True)
+class ScanCounters:
+    """Passes over the bucket since the scanner was made."""
+
+    scans: int = 0  # passes that completed (and applied what they found)
+    aborted: int = 0  # passes aborted by a store fault: the catalog was left as it was
+
+
+def is_store_fault(exc: BaseException) -> bool:
+    """Whether ``exc`` is a failure of the store (access denied, 5xx, network, timeout) rather
+    than an answer about an object: it says nothing about what the bucket holds, so it must
+    never be read as a deletion or as a corrupt object."""
+    if isinstance(exc, ObjectNotFoundError | InvalidKeyError):
+        return False
+    return isinstance(
+        exc, StorageError | DeadlineExceededError | ConfigurationError | OSError | TimeoutError
+    )
+
+
+async def _all_or_nothing(coros: Sequence[Coroutine[Any, Any, T]]) -> list[T]:
+    """``gather``, but the first failure cancels the siblings (an aborted pass reads no more)."""
+    tasks = [asyncio.ensure_future(c) for c in coros]
+    try:
+        return list(await asyncio.gather(*tasks))
+    except BaseException:
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        raise
 
 
 @dataclass
@@ -133,8 +196,13 @@ def finished(meta: RemoteLogSegmentMetadata) -> RemoteLogSegmentMetadataUpdate:
     )
 
 
+ReadManifest = tuple[ObjectKey, SegmentManifest, RemoteLogSegmentMetadata]
+Unreadable = dict[str, tuple[TopicIdPartition, UnreadableSegment]]  # manifest key -> entry
+
+
 class BucketScanner:
-    """Keeps one manager in step with the manifests under one key prefix."""
+    """Keeps one manager in step with the manifests under one key prefix, and keeps the
+    registry of manifests it cannot read (:meth:`unreadable`)."""
 
     def __init__(
         self,
@@ -144,13 +212,43 @@ class BucketScanner:
         key_prefix: str = "",
         concurrency: int = 16,
         checkpoint_reader: CheckpointReader | None = None,
+        retrier: Retrier | None = None,
     ) -> None:
         self._store = store
         self._manager = manager
         self._prefix = key_prefix
         self._concurrency = concurrency
         self._read_checkpoint = checkpoint_reader
+        self._retrier = retrier if retrier is not None else Retrier(RetryPolicy())
         self._lock = asyncio.Lock()
+        self._unreadable_all: tuple[tuple[TopicIdPartition, UnreadableSegment], ...] = ()
+        self._unreadable: dict[TopicIdPartition, tuple[UnreadableSegment, ...]] = {}
+        self.counters = ScanCounters()
+
+    # --- the registry of unreadable manifests --------------------------------------------
+
+    def unreadable(self, tp: TopicIdPartition) -> Sequence[UnreadableSegment]:
+        """The manifests of ``tp`` the last completed pass could not read, by start offset
+        (a dictionary lookup: cheap enough for every read)."""
+        return self._unreadable.get(tp, ())
+
+    def unreadable_all(self) -> Sequence[tuple[TopicIdPartition, UnreadableSegment]]:
+        """Every unreadable manifest with its partition, by topic, topic id, partition and
+        start offset."""
+        return self._unreadable_all
+
+    def _set_unreadable(self, found: Unreadable) -> None:
+        entries = sorted(
+            found.values(),
+            key=lambda e: (e[0].topic, e[0].topic_id, e[0].partition, e[1].start_offset, e[1].key),
+        )
+        by_tp: dict[TopicIdPartition, list[UnreadableSegment]] = {}
+        for tp, entry in entries:
+            by_tp.setdefault(tp, []).append(entry)
+        self._unreadable_all = tuple(entries)
+        self._unreadable = {tp: tuple(e) for tp, e in by_tp.items()}
+
+    # --- one pass ------------------------------------------------------------------------
 
     async def _manifest_keys(self, report: ScanReport) -> dict[uuid.UUID, ObjectKey]:
         keys: dict[uuid.UUID, ObjectKey] = {}
@@ -168,43 +266,77 @@ class BucketScanner:
 
     async def _read(
         self, keys: list[ObjectKey], report: ScanReport
-    ) -> list[tuple[ObjectKey, SegmentManifest, RemoteLogSegmentMetadata]]:
+    ) -> tuple[list[ReadManifest], Unreadable]:
+        """The manifests of ``keys`` that read fine, and those that do not (corrupt). A
+        manifest gone since the listing (404) is in neither; a store fault raises (and
+        cancels the other reads)."""
         gate = asyncio.Semaphore(self._concurrency)
+        unreadable: Unreadable = {}
 
-        async def one(
-            key: ObjectKey,
-        ) -> tuple[ObjectKey, SegmentManifest, RemoteLogSegmentMetadata] | None:
+        async def one(key: ObjectKey) -> ReadManifest | None:
             async with gate:
+                deadline = Deadline.after(MANIFEST_READ_TIMEOUT)
                 try:
-                    data = await self._store.get(key.key)
-                    manifest = parse_manifest(data, key.key)
-                    return key, manifest, metadata_from_manifest(key, manifest)
-                except GatewayError as exc:  # a vanished or corrupt manifest: report, go on
-                    report.skipped[key.key] = f"{type(exc).__name__}: {exc}"
-                    log.warning("bucket scan skips %s: %s", key.key, exc)
+                    data = await self._retrier.run(
+                        f"GET {key.key}", lambda: self._store.get(key.key), deadline
+                    )
+                except ObjectNotFoundError:  # deleted since the listing: the next pass agrees
+                    log.info("bucket scan: %s vanished since the listing", key.key)
                     return None
+                except InvalidKeyError as exc:  # the store refuses the key: unreadable
+                    error: GatewayError = exc
+                else:
+                    try:
+                        manifest = parse_manifest(data, key.key)
+                        return key, manifest, metadata_from_manifest(key, manifest)
+                    except GatewayError as exc:  # corrupt: report it, and it keeps its claim
+                        error = exc
+                reason = f"{type(error).__name__}: {error}"
+                report.skipped[key.key] = reason
+                tp = TopicIdPartition(key.topic_id, key.partition, key.topic)
+                unreadable[key.key] = (tp, UnreadableSegment(key.start_offset, key.key, reason))
+                log.warning("bucket scan cannot read %s: %s", key.key, error)
+                return None
 
-        found = await asyncio.gather(*(one(k) for k in keys))
-        return [f for f in found if f is not None]
+        found = await _all_or_nothing([one(k) for k in keys])
+        return [f for f in found if f is not None], unreadable
 
     async def scan(self) -> ScanReport:
-        """One (incremental) pass over the bucket; safe to call again at any time."""
+        """One (incremental) pass over the bucket; safe to call again at any time.
+
+        All or nothing: everything is listed and read before the catalog changes. A store
+        fault (access denied, 5xx, network, timeout) in the listing or in any read aborts the
+        pass with that error and leaves the catalog and the unreadable registry exactly as they
+        were (a warning, ``counters.aborted``); only a complete listing removes segments."""
         async with self._lock:
             report = ScanReport()
-            keys = await self._manifest_keys(report)
-            known = await asyncio.to_thread(self._known_finished)
-            new = [k for sid, k in keys.items() if sid not in known]
-            report.unchanged = len(keys) - len(new)
-            read = await self._read(new, report)
-            read.sort(
-                key=lambda r: (r[2].event_timestamp_ms, r[2].start_offset, r[2].segment_id.id)
-            )
+            try:
+                keys = await self._manifest_keys(report)
+                known = await asyncio.to_thread(self._known_finished)
+                new = [k for sid, k in keys.items() if sid not in known]
+                report.unchanged = len(keys) - len(new)
+                read, unreadable = await self._read(new, report)
+                read.sort(
+                    key=lambda r: (r[2].event_timestamp_ms, r[2].start_offset, r[2].segment_id.id)
+                )
+                checkpoints = await self._checkpoints(read, known, keys, report)
+            except Exception as exc:
+                if is_store_fault(exc):
+                    self.counters.aborted += 1
+                log.warning(
+                    "bucket scan aborted, the catalog is left as it was: %s: %s",
+                    type(exc).__name__,
+                    exc,
+                )
+                raise
             vanished = [m for sid, m in known.items() if sid not in keys]
             report.registered, report.removed = await asyncio.to_thread(
                 self._apply, [m for _, _, m in read], vanished
             )
-            if self._read_checkpoint is not None and read:
-                report.lineages = await self._lineages(read, report)
+            self._set_unreadable(unreadable)  # every manifest not in the catalog was just read
+            if checkpoints:
+                report.lineages = await asyncio.to_thread(self._lineages, checkpoints, report)
+            self.counters.scans += 1
             return report
 
     def _known_finished(self) -> dict[uuid.UUID, RemoteLogSegmentMetadata]:
@@ -244,9 +376,11 @@ class BucketScanner:
     ) -> bool:
         """A read found an object of ``meta`` missing. When its manifest is gone too (retention
         deleted the segment), take the segment out of the manager now, as the next rescan
-        would; a segment whose manifest is still there is left alone. One HEAD, retried
-        within the caller's deadline; never waits for a running scan (which will see the
-        deletion itself)."""
+        would; a segment whose manifest is still there is left alone. A HEAD that answers 404
+        is confirmed by a listing of the manifest's key (a store that answers 404 for what it
+        cannot reach, such as a filesystem store whose volume is gone, fails to list instead),
+        each retried within the caller's deadline; never waits for a running scan (which will
+        see the deletion itself)."""
         tp = meta.partition
         key = ObjectKey(
             self._prefix, tp.topic, tp.topic_id, tp.partition, meta.start_offset,
@@ -257,7 +391,14 @@ class BucketScanner:
             return False
         except ObjectNotFoundError:
             pass
-        if self._lock.locked():
+
+        async def listed() -> bool:
+            async for info in self._store.list(key.key):
+                if info.key == key.key:
+                    return True
+            return False
+
+        if await retrier.run(f"LIST {key.key}", listed, deadline) or self._lock.locked():
             return False
 
         def forget() -> bool:
@@ -273,37 +414,58 @@ class BucketScanner:
             log.info("segment %s vanished from the bucket; removed from the catalog", key.key)
         return forgotten
 
-    async def _lineages(
+    async def _checkpoints(
         self,
-        read: list[tuple[ObjectKey, SegmentManifest, RemoteLogSegmentMetadata]],
+        read: list[ReadManifest],
+        known: dict[uuid.UUID, RemoteLogSegmentMetadata],
+        listed: dict[uuid.UUID, ObjectKey],
         report: ScanReport,
-    ) -> int:
-        """Record the leader-epoch checkpoint of each partition's newest new segment."""
-        assert self._read_checkpoint is not None
-        newest: dict[
-            TopicIdPartition, tuple[ObjectKey, SegmentManifest, RemoteLogSegmentMetadata]
-        ] = {}
+    ) -> list[tuple[RemoteLogSegmentMetadata, ObjectKey, bytes]]:
+        """The leader-epoch checkpoint of each partition's newest new segment, read before the
+        catalog changes. A corrupt or missing checkpoint, or one that cannot be opened with the
+        configured keys, is reported and passed over (the lineage then comes from the epoch
+        maps); a store fault raises."""
+        if self._read_checkpoint is None:
+            return []
+        newest: dict[TopicIdPartition, ReadManifest] = {}
         for entry in read:
             tp = entry[2].partition
             if tp not in newest or entry[2].end_offset > newest[tp][2].end_offset:
                 newest[tp] = entry
-        count = 0
+        staying: dict[TopicIdPartition, int] = {}  # partition -> highest end already kept
+        for sid, m in known.items():
+            if sid in listed:
+                staying[m.partition] = max(staying.get(m.partition, -1), m.end_offset)
+        out: list[tuple[RemoteLogSegmentMetadata, ObjectKey, bytes]] = []
         for tp, (key, manifest, meta) in newest.items():
-            latest = await asyncio.to_thread(self._manager.list_remote_log_segments, tp)
-            if latest and max(m.end_offset for m in latest) > meta.end_offset:
+            if staying.get(tp, -1) > meta.end_offset:
                 continue  # an older segment than what the manager has: its lineage is shorter
             try:
                 data = await self._read_checkpoint(key, manifest)
             except GatewayError as exc:
+                if is_store_fault(exc) and not isinstance(exc, ConfigurationError):
+                    raise
                 report.skipped[key.with_suffix(Suffix.INDEXES).key] = f"{type(exc).__name__}: {exc}"
                 continue
-            if data is None:
-                continue
+            if data is not None:
+                out.append((meta, key, data))
+        return out
+
+    def _lineages(
+        self,
+        checkpoints: list[tuple[RemoteLogSegmentMetadata, ObjectKey, bytes]],
+        report: ScanReport,
+    ) -> int:
+        """Record the checkpoints read by :meth:`_checkpoints` (blocking)."""
+        count = 0
+        for meta, key, data in checkpoints:
+            tp = meta.partition
+            latest = self._manager.list_remote_log_segments(tp)
+            if latest and max(m.end_offset for m in latest) > meta.end_offset:
+                continue  # an older segment than what the manager has: its lineage is shorter
             try:
                 entries = [(e.epoch, e.start_offset) for e in parse_leader_epoch_checkpoint(data)]
-                await asyncio.to_thread(
-                    self._manager.set_epoch_lineage, tp, meta.segment_id.id, entries
-                )
+                self._manager.set_epoch_lineage(tp, meta.segment_id.id, entries)
             except GatewayError as exc:
                 report.skipped[key.with_suffix(Suffix.INDEXES).key] = f"{type(exc).__name__}: {exc}"
                 continue
@@ -311,12 +473,16 @@ class BucketScanner:
         return count
 
     async def run_forever(self, interval: float) -> None:
-        """Rescan every ``interval`` seconds until cancelled; a failed pass is logged."""
+        """Rescan every ``interval`` seconds until cancelled; a failed pass is logged (and,
+        aborted by a store fault, changed nothing)."""
         while True:
             try:
                 report = await self.scan()
                 if report.registered or report.removed:
                     log.info("bucket rescan: %s", report.to_json())
-            except Exception:  # any failure: log it and try again next interval
-                log.warning("bucket rescan failed (retrying in %.0f s)", interval, exc_info=True)
+            except Exception as exc:  # any failure: try again next interval
+                if not is_store_fault(exc):  # a store fault was logged by scan() already
+                    log.warning(
+                        "bucket rescan failed (retrying in %.0f s)", interval, exc_info=True
+                    )
             await asyncio.sleep(interval)

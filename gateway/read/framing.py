@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import bisect
 from dataclasses import dataclass
+from enum import StrEnum
 from typing import Final
 
 from gateway.errors import CorruptRecordError
@@ -38,6 +39,25 @@ from gateway.kafka.batch import (
 )
 
 _NONE: Final = -1
+
+
+class Rule(StrEnum):
+    """Which promise a :class:`FramingError` found broken."""
+
+    FRAMING = "framing"  # magic, length, a batch past the end, bytes after the last batch
+    OFFSETS = "offsets"  # start, contiguity, range, the end at ``endOffset``
+    LEADER_EPOCH = "leader-epoch"
+    INDEX_ENTRY = "index-entry"  # the batch an offset-index entry points at starts after it
+
+
+class FramingError(CorruptRecordError):
+    """A remote segment breaks a promise of its metadata; ``rule`` says which, ``position``
+    where (a byte position in the segment)."""
+
+    def __init__(self, message: str, rule: Rule, position: int) -> None:
+        super().__init__(message)
+        self.rule = rule
+        self.position = position
 
 
 @dataclass(frozen=True, slots=True)
@@ -107,8 +127,8 @@ class SegmentFramer:
     def at_end(self) -> bool:
         return self.cursor >= self.bounds.size
 
-    def _fail(self, pos: int, what: str) -> CorruptRecordError:
-        return CorruptRecordError(f"{self.bounds.key}: record batch at byte {pos} {what}")
+    def _fail(self, pos: int, what: str, rule: Rule = Rule.FRAMING) -> FramingError:
+        return FramingError(f"{self.bounds.key}: record batch at byte {pos} {what}", rule, pos)
 
     def feed(self, data: bytes | memoryview) -> list[RecordBatch]:
         """The whole batches completed by ``data`` (the segment's bytes from :attr:`cursor`).
@@ -162,25 +182,30 @@ class SegmentFramer:
         if self.last_offset == _NONE:
             if pos == 0 and first != b.start_offset:
                 raise self._fail(
-                    pos, f"starts at offset {first}; the segment starts at {b.start_offset}"
+                    pos,
+                    f"starts at offset {first}; the segment starts at {b.start_offset}",
+                    Rule.OFFSETS,
                 )
             if pos > 0 and first > self.entry_offset:
                 raise self._fail(
                     pos,
                     f"starts at offset {first}, after the offset-index entry "
                     f"({self.entry_offset}, {pos}) that points at it: a corrupt index",
+                    Rule.INDEX_ENTRY,
                 )
         elif first != self.last_offset + 1:
             raise self._fail(
                 pos,
                 f"has offsets {first}..{last}; the previous batch ended at {self.last_offset} "
                 "(offsets in a segment are contiguous)",
+                Rule.OFFSETS,
             )
         if last < first or first < b.start_offset or last > b.end_offset:
             raise self._fail(
                 pos,
                 f"has offsets {first}..{last}, outside the segment's "
                 f"{b.start_offset}..{b.end_offset}",
+                Rule.OFFSETS,
             )
         if b.epochs:
             epoch = b.epoch_for(first)
@@ -189,6 +214,7 @@ class SegmentFramer:
                     pos,
                     f"(offset {first}) carries leader epoch {batch.partition_leader_epoch}; the "
                     f"segment's leader-epoch map gives {epoch}",
+                    Rule.LEADER_EPOCH,
                 )
         self.last_offset = last
 
@@ -206,6 +232,8 @@ class SegmentFramer:
             )
         if self.last_offset != b.end_offset:
             got = "no batch" if self.last_offset == _NONE else f"offset {self.last_offset}"
-            raise CorruptRecordError(
-                f"{b.key}: the segment's batches end at {got}; its metadata says {b.end_offset}"
+            raise FramingError(
+                f"{b.key}: the segment's batches end at {got}; its metadata says {b.end_offset}",
+                Rule.OFFSETS,
+                self.cursor,
             )

@@ -7,7 +7,9 @@ the next; only :func:`audit_segment` itself turns an unexpected exception into a
 error finding (with its type name), so that one segment's surprise cannot abort the whole run.
 
 Reading is bounded: chunks stream one coalesced GET at a time into
-:class:`~gateway.scrub.logscan.LogScanner`, which keeps only the unframed tail. A chunk that
+:class:`~gateway.scrub.logscan.LogScanner`, which keeps only the unframed tail and frames the
+bytes with the read core's strict framer against what the manifest's ``remoteLogSegmentMetadata``
+promises (start and end offset, size, leader epochs), as the service does. A chunk that
 fails (GCM tag, zstd frame, object too short) is pinned down by re-reading the chunks of its GET
 one by one, so the finding names the chunk id and its stored byte range; the remaining chunks
 are still decoded (every bad chunk is reported), but batch and index checks stop at the first
@@ -29,6 +31,7 @@ from gateway.errors import (
     StorageError,
 )
 from gateway.metadata.scan import metadata_from_manifest
+from gateway.read.framing import SegmentBounds
 from gateway.remote.chunk_index import Chunk
 from gateway.remote.keyring import KeyRing
 from gateway.remote.keys import ObjectKey, Suffix, encode_uuid, parse_object_key
@@ -43,14 +46,13 @@ from gateway.scrub.findings import (
     MANIFEST,
     MISSING_OBJECT,
     OBJECT_SIZE,
-    OFFSETS,
     STORAGE,
     Finding,
     FindingSink,
     Where,
 )
 from gateway.scrub.indexes import read_index_view
-from gateway.scrub.logscan import IndexView, LogScanner, check_index_order
+from gateway.scrub.logscan import UNKNOWN_END, IndexView, LogScanner
 
 _IO_ERRORS = (StorageError, DeadlineExceededError)
 
@@ -170,21 +172,15 @@ def _feed(scanner: LogScanner, audit: SegmentAudit, piece: bytes) -> None:
     scanner.feed(piece)
 
 
-def _check_range(sink: FindingSink, scanner: LogScanner, rng: SegmentRange, key: str) -> None:
-    """The batches against the manifest's ``remoteLogSegmentMetadata`` offsets."""
-    if scanner.stopped_at is not None:
-        return
-    if scanner.first_offset is None:
-        sink.warning(OFFSETS, "the segment holds no batch", key)
-        return
-    first, last = scanner.first_offset, scanner.last_offset
-    span = f"the batches hold offsets {first}..{last}, the manifest says "
-    span += f"{rng.start_offset}..{rng.end_offset}"
-    if first < rng.start_offset or last > rng.end_offset:
-        sink.error(OFFSETS, f"{span}: batches outside the segment's range", key)
-    elif first != rng.start_offset or last != rng.end_offset:
-        # Kafka's endOffset is the next segment's base - 1: equal unless compaction left holes.
-        sink.warning(OFFSETS, f"{span} (holes at the ends: compacted?)", key)
+def _bounds(key: ObjectKey, seg: RemoteSegment, rng: SegmentRange | None) -> SegmentBounds:
+    """What the manifest's ``remoteLogSegmentMetadata`` promises about the ``.log`` (the same
+    bounds the service frames it with); without usable metadata (already a ``manifest``
+    finding) only its start offset and size are known."""
+    meta = seg.manifest.remote_log_segment_metadata
+    if rng is None or meta is None:
+        return SegmentBounds(seg.key.key, key.start_offset, UNKNOWN_END, seg.size)
+    epochs = tuple(sorted(meta.segment_leader_epochs, key=lambda e: e[1]))
+    return SegmentBounds(seg.key.key, rng.start_offset, rng.end_offset, seg.size, epochs)
 
 
 def _audit(
@@ -227,15 +223,14 @@ def _audit(
     view = IndexView()
     if sizes is None or Suffix.INDEXES in sizes:
         view = read_index_view(reader, seg, key.start_offset, audit.range, sink)
-        check_index_order(view, sink, indexes_key)
-    scanner = LogScanner(view, sink, size=seg.size, log_key=seg.key.key, indexes_key=indexes_key)
+    bounds = _bounds(key, seg, audit.range)
+    end_known = bounds.end_offset != UNKNOWN_END
+    scanner = LogScanner(view, sink, bounds, indexes_key=indexes_key, end_known=end_known)
     if sizes is not None and Suffix.LOG not in sizes:
         return  # the inventory reported it missing
     _decode_chunks(reader, seg, scanner, sink, audit)
     scanner.finish()
     audit.batches, audit.records = scanner.batches, scanner.records
-    if audit.range is not None:
-        _check_range(sink, scanner, audit.range, seg.key.key)
 
 
 def audit_segment(

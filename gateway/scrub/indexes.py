@@ -16,6 +16,7 @@ from typing import Generic, TypeVar, overload
 
 from gateway.errors import (
     CorruptDataError,
+    CorruptIndexError,
     DeadlineExceededError,
     ObjectNotFoundError,
     StorageError,
@@ -37,7 +38,7 @@ from gateway.scrub.findings import (
     TXN_INDEX,
     FindingSink,
 )
-from gateway.scrub.logscan import IndexView
+from gateway.scrub.logscan import UNKNOWN_END, IndexView
 from indexcache import (
     AbortedTxn,
     LeaderEpochCache,
@@ -49,6 +50,7 @@ from indexcache import (
     parse_leader_epoch_checkpoint,
     parse_producer_snapshot,
 )
+from indexcache.validate import check_offset_index, check_time_index, check_txn_index
 
 T = TypeVar("T")
 
@@ -131,13 +133,18 @@ def read_index_view(
     rng: SegmentRange | None,
     sink: FindingSink,
 ) -> IndexView:
-    """Fetch, decrypt and sanity-check the five pieces; what passes goes into the view."""
+    """Fetch, decrypt and sanity-check the five pieces; what passes Kafka's sanity checks goes
+    into the view. The offset, time and transaction indexes are then checked against the
+    segment's metadata as the service checks them before trusting them
+    (:mod:`indexcache.validate`: order, offsets inside the segment, positions inside its size);
+    an index that fails is an error finding and still goes into the view, so the log scan
+    names what it would do to reads."""
     key = seg.key.with_suffix(Suffix.INDEXES).key
+    end = rng.end_offset if rng is not None else UNKNOWN_END  # unknown: order checks only
     pieces = _pieces(reader, seg, sink, key)
     offsets: Sequence[OffsetPosition] = ()
     times: Sequence[TimestampOffset] = ()
     txns: Sequence[AbortedTxn] = ()
-    epochs = None
     raw = pieces.get(IndexType.OFFSET)
     if raw is not None:
         try:
@@ -145,6 +152,8 @@ def read_index_view(
             offsets = _Entries(len(oi), oi.entry)
         except CorruptDataError as exc:
             sink.error(OFFSET_INDEX, f"fails Kafka's sanity check: {exc}", key)
+        else:
+            _validate(sink, OFFSET_INDEX, key, lambda: check_offset_index(oi, end, seg.size))
     raw = pieces.get(IndexType.TIMESTAMP)
     if raw is not None:
         try:
@@ -152,12 +161,17 @@ def read_index_view(
             times = _Entries(len(ti), ti.entry)
         except CorruptDataError as exc:
             sink.error(TIME_INDEX, f"fails Kafka's sanity check: {exc}", key)
+        else:
+            _validate(sink, TIME_INDEX, key, lambda: check_time_index(ti, end))
     raw = pieces.get(IndexType.TRANSACTION)
     if raw is not None:
         try:
-            txns = TransactionIndex(raw, base_offset).all_aborted_txns()
+            xi = TransactionIndex(raw, base_offset)
+            txns = xi.all_aborted_txns()
         except CorruptDataError as exc:
             sink.error(TXN_INDEX, f"fails Kafka's sanity check: {exc}", key)
+        else:
+            _validate(sink, TXN_INDEX, key, lambda: check_txn_index(xi, end))
     raw = pieces.get(IndexType.PRODUCER_SNAPSHOT)
     if raw:
         try:
@@ -166,20 +180,30 @@ def read_index_view(
             sink.error(PRODUCER_SNAPSHOT, f"unreadable: {exc}", key)
     raw = pieces.get(IndexType.LEADER_EPOCH)
     if raw is not None:
-        epochs = _epochs(raw, seg, rng, sink, key)
-    return IndexView(offsets, times, txns, epochs)
+        _epochs(raw, seg, rng, sink, key)
+    return IndexView(offsets, times, txns)
+
+
+def _validate(sink: FindingSink, check: str, key: str, run: Callable[[], None]) -> None:
+    """One of :mod:`indexcache.validate`'s checks: its first broken rule is an error (the
+    service refuses the segment's indexes, so every read of the segment fails)."""
+    try:
+        run()
+    except CorruptIndexError as exc:
+        sink.error(check, f"{exc} (reads of the segment fail: corrupt_index)", key)
 
 
 def _epochs(
     raw: bytes, seg: RemoteSegment, rng: SegmentRange | None, sink: FindingSink, key: str
-) -> LeaderEpochCache | None:
+) -> None:
     """The checkpoint, compared with the manifest's ``segmentLeaderEpochs``, which Kafka
-    derives from it (``epochEntriesInRange(start, end + 1)``, remote-read-semantics.md §2)."""
+    derives from it (``epochEntriesInRange(start, end + 1)``, remote-read-semantics.md §2).
+    Reads check batches against the manifest's map, so a difference is a warning."""
     try:
         cache = LeaderEpochCache(parse_leader_epoch_checkpoint(raw))
     except CorruptDataError as exc:
         sink.error(LEADER_EPOCH, f"leader-epoch checkpoint is unreadable: {exc}", key)
-        return None
+        return
     meta = seg.manifest.remote_log_segment_metadata
     if rng is not None and meta is not None:
         derived = cache.epoch_entries_in_range(rng.start_offset, rng.end_offset + 1)
@@ -191,4 +215,3 @@ def _epochs(
                 f"from what the segment's checkpoint gives for its range, {dict(expected)}",
                 key,
             )
-    return cache

@@ -1,12 +1,24 @@
 """Stream a segment's ``.log`` bytes once and check every batch and every index entry.
 
-The bytes arrive as decoded chunks (``feed``), in order; a batch may cross chunk borders, so
-the scanner keeps the unframed tail (at most one batch plus one chunk in memory, never the
-segment). Per batch: framing (``kafka-formats.md`` §7, but strict: a tiered segment is trimmed,
-so a short tail is corruption), the CRC-32C, the producer codec and every record
-(:meth:`RecordBatch.records`), offsets strictly increasing, the leader epoch against the
-segment's checkpoint. Index entries are checked against the batches as they stream by, each
-index walked once in step with the log:
+The bytes arrive as decoded chunks (``feed``), in order, and go through the read core's
+:class:`~gateway.read.framing.SegmentFramer`, the same strict framing the service and the Spark
+executors use (a tiered segment is rolled and trimmed, so nothing about it may be "truncated").
+What the framer rejects is an error finding by the rule that failed, and framing stops there (the
+batches after a broken one cannot be framed):
+
+* ``batch-framing``: a magic other than 2, a length below the v2 header, a batch that runs past
+  the segment's size, bytes after the last whole batch (a truncated tail);
+* ``offsets``: the first batch does not start at the segment's ``startOffset``, offsets that are
+  not contiguous or leave ``[startOffset, endOffset]``, batches that end before ``endOffset``;
+* ``leader-epoch``: a ``partitionLeaderEpoch`` (outside the CRC) that is not the epoch the
+  segment's ``segmentLeaderEpochs`` give its base offset.
+
+A batch may cross chunk borders, so the scanner keeps the unframed tail (at most one batch plus
+one chunk in memory, never the segment); a batch inside a chunk is framed without a copy. Per
+batch the framer returns: the CRC-32C, the producer codec and every record
+(:meth:`RecordBatch.records`). Index entries are checked against the batches as they stream by,
+each index walked once in step with the log (their order and range against the metadata are
+checked when they are read, :func:`gateway.scrub.indexes.read_index_view`):
 
 * offset index ``(O, P)`` (§8): "the batches starting at byte P end at offset O". P must be a
   batch boundary (error otherwise), and every offset before P must be below O, else a lookup of
@@ -19,8 +31,12 @@ index walked once in step with the log:
   T, else a timestamp lookup for a value in between starts too late and skips records (error).
   Kafka writes T = the running max through O's batch exactly; any other T is a warning.
 * transaction index (§11): each aborted transaction's last offset is its ABORT marker, which is
-  in this segment: a control batch of the same producer whose record is an ABORT (error
-  otherwise).
+  in this segment: a control batch of the same producer whose record is an ABORT; every ABORT
+  marker has its entry (Kafka appends one per ABORT marker, in the marker's segment); and every
+  transactional batch whose marker is in this segment gets the same verdict from the index,
+  through the consumer's filter (:class:`~gateway.read.txn.AbortedFilter`), as from its marker
+  (:class:`~gateway.read.txn.MarkerLedger`): else read_committed returns aborted records or
+  drops committed ones. All errors.
 """
 
 from __future__ import annotations
@@ -29,16 +45,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Final
 
-from gateway.errors import CrcMismatchError, GatewayError
-from gateway.kafka.batch import (
-    LOG_OVERHEAD,
-    MAGIC_V2,
-    MIN_BATCH_LENGTH_V2,
-    PEEK,
-    PEEK_SIZE,
-    RecordBatch,
-)
+from gateway.errors import CorruptRecordError, CrcMismatchError, GatewayError
+from gateway.kafka.batch import LOG_OVERHEAD, PEEK, PEEK_SIZE, RecordBatch
 from gateway.kafka.control import ControlRecordType, control_type
+from gateway.read.framing import FramingError, Rule, SegmentBounds, SegmentFramer
+from gateway.read.txn import AbortedFilter, MarkerLedger
 from gateway.scrub.findings import (
     BATCH_CRC,
     BATCH_DECODE,
@@ -50,9 +61,28 @@ from gateway.scrub.findings import (
     TXN_INDEX,
     FindingSink,
 )
-from indexcache import AbortedTxn, LeaderEpochCache, OffsetPosition, TimestampOffset
+from gateway.service.types import AbortedTransaction
+from indexcache import AbortedTxn, OffsetPosition, TimestampOffset
 
 _NO_OFFSET: Final = -(1 << 63)
+UNKNOWN_END: Final = (1 << 63) - 1  # SegmentBounds.end_offset when the metadata is unknown
+
+# What part of a framer's message names the rule that failed (see framing_check).
+
+
+_RULE_CHECKS: Final = {
+    Rule.FRAMING: BATCH_FRAMING,
+    Rule.OFFSETS: OFFSETS,
+    Rule.LEADER_EPOCH: LEADER_EPOCH,
+    Rule.INDEX_ENTRY: OFFSET_INDEX,
+}
+
+
+def framing_check(exc: CorruptRecordError) -> str:
+    """The finding check for a :class:`SegmentFramer` failure, by the rule it broke."""
+    if isinstance(exc, FramingError):
+        return _RULE_CHECKS[exc.rule]
+    return BATCH_FRAMING
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,7 +92,6 @@ class IndexView:
     offset: Sequence[OffsetPosition] = ()
     time: Sequence[TimestampOffset] = ()
     txns: Sequence[AbortedTxn] = ()
-    epochs: LeaderEpochCache | None = None
 
 
 class LogScanner:
@@ -72,25 +101,27 @@ class LogScanner:
         self,
         indexes: IndexView,
         sink: FindingSink,
+        bounds: SegmentBounds,
         *,
-        size: int,
-        log_key: str,
         indexes_key: str,
+        end_known: bool = True,
     ) -> None:
-        """``size``: the segment's original size (no batch can reach past it)."""
+        """``bounds``: what the manifest's ``remoteLogSegmentMetadata`` promises (its ``key``
+        is the ``.log`` key). ``end_known=False`` when there is no usable metadata: then
+        ``bounds.end_offset`` is :data:`UNKNOWN_END` and where the batches end is not
+        checked."""
         self._ix = indexes
         self._sink = sink
-        self._key = log_key
+        self._key = bounds.key
         self._ikey = indexes_key
-        self._size = size
-        self._parts: list[bytes] = []  # unframed bytes, joined when a batch is complete
+        self._end_known = end_known
+        self._framer = SegmentFramer(bounds)
+        self._parts: list[bytes] = []  # bytes not fed to the framer yet
         self._have = 0  # their length
-        self._need = PEEK_SIZE  # bytes needed before framing can go on
-        self._tail_pos = 0  # segment position of the first unframed byte
+        self._next_pos = 0  # segment position after the last batch framed
         self.stopped_at: int | None = None  # where framing stopped, if it did
         self.batches = 0
         self.records = 0
-        self.first_offset: int | None = None
         self.last_offset = _NO_OFFSET
         self.max_timestamp = -1
         self._oi = 0  # next offset-index entry
@@ -98,6 +129,14 @@ class LogScanner:
         self._ti = 0  # next time-index entry
         self._txns = sorted(indexes.txns, key=lambda t: t.last_offset)
         self._xi = 0
+        self._aborted_ends = {(t.producer_id, t.last_offset) for t in indexes.txns}
+        # read_committed verdicts: the index's (through the consumer's filter) against the
+        # markers'; None once a batch that cannot be trusted has passed (already reported)
+        self._filter: AbortedFilter | None = AbortedFilter(
+            AbortedTransaction(t.producer_id, t.first_offset) for t in indexes.txns
+        )
+        self._ledger = MarkerLedger()
+        self._open: dict[int, list[tuple[int, bool]]] = {}  # pid -> (batch base, by index)
 
     def _index_error(self, check: str, message: str) -> None:
         self._sink.error(check, message, self._ikey)
@@ -118,61 +157,62 @@ class LogScanner:
             )
         self._parts, self._have = [], 0
 
+    def _report(self, exc: CorruptRecordError) -> None:
+        """An error finding for what the framer rejected, by the rule that failed."""
+        message = str(exc).removeprefix(f"{self._key}: ")
+        self._sink.error(framing_check(exc), message, self._key)
+
+    def _rejected(self, exc: CorruptRecordError) -> None:
+        """The framer rejected the bytes at :attr:`_next_pos`: an error, and framing stops."""
+        self._report(exc)
+        self.stop(self._next_pos, "the batches after a broken one cannot be framed")
+
     def feed(self, piece: bytes) -> None:
-        """The next ``piece`` of the segment. Pieces are only joined once the pending batch
-        is complete, so a batch spanning many chunks is copied once, not once per chunk."""
+        """The next ``piece`` of the segment. A batch inside the bytes at hand is handed to the
+        framer whole (no copy); one that runs on is handed over as its first
+        :data:`PEEK_SIZE` bytes (the framer checks the header at once) and then the rest once
+        it has arrived, so a batch spanning many chunks is joined once, not once per chunk."""
         if self.stopped_at is not None:
             return
+        framer = self._framer
         self._parts.append(piece)
         self._have += len(piece)
-        if self._have < self._need:
+        if self._have < framer.need:
             return
         data = self._parts[0] if len(self._parts) == 1 else b"".join(self._parts)
         view = memoryview(data)
         i, end = 0, len(data)
-        self._need = PEEK_SIZE
-        while end - i >= PEEK_SIZE:
-            pos = self._tail_pos + i
-            _base, length, _epoch, magic = PEEK.unpack_from(view, i)
-            total = LOG_OVERHEAD + length
-            if magic != MAGIC_V2 or length < MIN_BATCH_LENGTH_V2 or pos + total > self._size:
-                what = (
-                    f"magic {magic}"
-                    if magic != MAGIC_V2
-                    else f"batch length {length}"
-                    + ("" if pos + total <= self._size else f" (past the {self._size}-byte end)")
-                )
-                self._sink.error(
-                    BATCH_FRAMING,
-                    f"record batch at byte {pos} has {what}: not a v2 batch (a corrupt length "
-                    "or a misaligned position)",
-                    self._key,
-                )
-                self.stop(pos, "the batches after a broken one cannot be framed")
+        while True:
+            left = end - i
+            if framer.cursor != self._next_pos:  # the framer holds the start of a batch
+                n = framer.need
+                if left < n:
+                    break
+            else:
+                if left < PEEK_SIZE:
+                    break
+                total = LOG_OVERHEAD + PEEK.unpack_from(view, i)[1]  # sizes the feed only
+                n = total if PEEK_SIZE <= total <= left else PEEK_SIZE
+            try:
+                batches = framer.feed(view[i : i + n])
+            except CorruptRecordError as exc:
+                self._rejected(exc)
                 return
-            if i + total > end:
-                self._need = total
-                break
-            self._batch(RecordBatch(view[i : i + total], pos))
-            i += total
-        tail = bytes(view[i:])
+            i += n
+            for batch in batches:
+                self._next_pos = batch.position + batch.size_in_bytes
+                self._batch(batch)
+        tail = bytes(view[i:]) if i < end else b""
         self._parts = [tail] if tail else []
         self._have = len(tail)
-        self._tail_pos += i
 
     # --- per batch -------------------------------------------------------------------------
 
     def _batch(self, batch: RecordBatch) -> None:
+        """A batch the framer accepted (its offsets and leader epoch are checked)."""
         sink, key = self._sink, self._key
         self.batches += 1
         where = f"batch at byte {batch.position} (offsets {batch.base_offset}..{batch.last_offset})"
-        if batch.last_offset < batch.base_offset or batch.base_offset <= self.last_offset:
-            sink.error(
-                OFFSETS,
-                f"{where} does not follow the previous batch's last offset {self.last_offset}: "
-                "offsets must strictly increase",
-                key,
-            )
         self._check_offset_index(batch)
         self._check_time_index(batch)
         crc_ok = True
@@ -183,18 +223,9 @@ class LogScanner:
             sink.error(BATCH_CRC, str(exc), key)
         if crc_ok:
             self._decode(batch, where)
-        if self._ix.epochs is not None and len(self._ix.epochs):
-            expected = self._ix.epochs.epoch_for_offset(batch.base_offset)
-            if expected is not None and batch.partition_leader_epoch != expected:
-                sink.warning(
-                    LEADER_EPOCH,
-                    f"{where} carries leader epoch {batch.partition_leader_epoch}, the "
-                    f"segment's checkpoint gives epoch {expected} for its base offset",
-                    key,
-                )
-        if self.first_offset is None:
-            self.first_offset = batch.base_offset
-        self.last_offset = max(self.last_offset, batch.last_offset)
+        else:
+            self._filter = None  # its attributes and producer id are not to be trusted
+        self.last_offset = batch.last_offset
         self.max_timestamp = max(self.max_timestamp, batch.max_timestamp)
 
     def _decode(self, batch: RecordBatch, where: str) -> None:
@@ -208,7 +239,9 @@ class LogScanner:
         except GatewayError as exc:  # CodecError, CorruptRecordError, unknown codec ...
             self._sink.error(BATCH_DECODE, f"{where}: {type(exc).__name__}: {exc}", self._key)
             kind = None
+            self._filter = None
         self._check_txns(batch, kind)
+        self._check_verdicts(batch, kind, where)
 
     # --- offset index ----------------------------------------------------------------------
 
@@ -296,28 +329,81 @@ class LogScanner:
                     f"an ABORT marker of producer {txn.producer_id} (read_committed fetches "
                     "would drop the wrong records)",
                 )
+        if (
+            kind is ControlRecordType.ABORT
+            and (batch.producer_id, batch.base_offset) not in self._aborted_ends
+        ):
+            self._index_error(
+                TXN_INDEX,
+                f"the ABORT marker of producer {batch.producer_id} at offset "
+                f"{batch.base_offset} has no transaction index entry: read_committed fetches "
+                "would return the records it aborted",
+            )
+
+    def _check_verdicts(
+        self, batch: RecordBatch, kind: ControlRecordType | None, where: str
+    ) -> None:
+        """The index's read_committed verdict on each transactional batch against its
+        marker's, compared when the marker arrives (transactions still open at the segment's
+        end are ended in a later segment, out of this audit's sight)."""
+        if self._filter is None:
+            return
+        try:
+            by_index = self._filter.accepts(batch)
+            self._ledger.add(batch)
+        except GatewayError as exc:  # a control batch without a record
+            self._sink.error(BATCH_DECODE, f"{where}: {type(exc).__name__}: {exc}", self._key)
+            self._filter = None
+            return
+        pid = batch.producer_id
+        if batch.is_control:
+            wrong = []
+            for base, index_says in self._open.pop(pid, ()):
+                marker_says = self._ledger.committed.pop(base, None)
+                if marker_says is not None and marker_says != index_says:
+                    wrong.append(base)
+            if wrong:
+                commit = kind is ControlRecordType.COMMIT
+                verb, listed, effect = (
+                    ("commits", "aborted", "drop these committed records")
+                    if commit
+                    else ("aborts", "committed", "return these aborted records")
+                )
+                self._index_error(
+                    TXN_INDEX,
+                    f"the {'COMMIT' if commit else 'ABORT'} marker of producer {pid} at offset "
+                    f"{batch.base_offset} {verb} its batches at offsets {_offsets(wrong)}, which "
+                    f"the transaction index gives as {listed}: read_committed would {effect}",
+                )
+        elif batch.is_transactional and pid >= 0:
+            self._open.setdefault(pid, []).append((batch.base_offset, by_index))
 
     # --- end -------------------------------------------------------------------------------
 
     def finish(self) -> None:
-        """Every byte of the segment has been fed (or framing stopped)."""
-        sink, key = self._sink, self._key
+        """Every byte of the segment has been fed (or framing stopped): the framer's end
+        checks (no truncated tail, the batches end at ``endOffset``), then the index entries
+        no batch reached."""
         if self.stopped_at is not None:
             return  # entries past the stop are not checked (the info finding says so)
-        if self._have:
-            sink.error(
-                BATCH_FRAMING,
-                f"{self._have} bytes at byte {self._tail_pos} do not form a whole batch: "
-                "a truncated segment (Kafka trims segments on roll, so nothing should follow "
-                "the last batch)",
-                key,
-            )
+        framer = self._framer
+        try:
+            if self._parts:  # fewer bytes than the next batch needs: a cut-off tail
+                framer.feed(b"".join(self._parts))
+                self._parts, self._have = [], 0
+            if self._end_known or framer.cursor != self._next_pos or not framer.at_end:
+                framer.finish()
+        except CorruptRecordError as exc:
+            if framer.cursor != self._next_pos or not framer.at_end:
+                self._rejected(exc)  # a truncated tail: entries into it are not checked
+                return
+            self._report(exc)  # the batches end before endOffset
         self._finish_pending(self.last_offset)
         for offset, position in self._ix.offset[self._oi :]:
             self._index_error(
                 OFFSET_INDEX,
                 f"offset index entry ({offset}, byte {position}) points at or past the end of "
-                f"the log ({self._size} bytes)",
+                f"the log's last batch (byte {self._next_pos})",
             )
         for ts, offset in self._ix.time[self._ti :]:
             self._index_error(
@@ -333,25 +419,6 @@ class LogScanner:
             )
 
 
-def check_index_order(indexes: IndexView, sink: FindingSink, key: str) -> None:
-    """Entry order, which the streaming checks rely on (Kafka's appends refuse anything else)."""
-    offsets, times = indexes.offset, indexes.time
-    for i in range(1, len(offsets)):
-        prev, cur = offsets[i - 1], offsets[i]
-        if cur.offset <= prev.offset or cur.position <= prev.position:
-            sink.error(
-                OFFSET_INDEX,
-                f"offset index entries {prev} then {cur}: offsets and positions must increase",
-                key,
-            )
-    for i in range(1, len(times)):
-        tprev, tcur = times[i - 1], times[i]
-        if tcur.timestamp < tprev.timestamp or tcur.offset < tprev.offset:
-            sink.error(
-                TIME_INDEX,
-                f"time index entries {tprev} then {tcur}: timestamps and offsets must not decrease",
-                key,
-            )
-    for txn in indexes.txns:
-        if txn.first_offset > txn.last_offset:
-            sink.error(TXN_INDEX, f"aborted transaction {txn}: first offset > last offset", key)
+def _offsets(bases: list[int], shown: int = 5) -> str:
+    head = ", ".join(map(str, bases[:shown]))
+    return head + (f", ... ({len(bases) - shown} more)" if len(bases) > shown else "")

@@ -11,16 +11,23 @@ import asyncio
 import contextlib
 import logging
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Literal, Protocol
 
-from gateway.errors import CorruptDataError, GatewayError, InvalidRequestError
+from gateway.errors import (
+    CorruptDataError,
+    CorruptManifestError,
+    GatewayError,
+    InvalidRequestError,
+    NotReadyError,
+    UnknownTopicOrPartitionError,
+)
 from gateway.metadata.backend import MemoryBackend
 from gateway.metadata.manager import RemoteLogMetadataManager
 from gateway.metadata.model import RemoteLogSegmentMetadata, TopicIdPartition
-from gateway.metadata.scan import BucketScanner, checkpoint_reader
+from gateway.metadata.scan import BucketScanner, UnreadableSegment, checkpoint_reader
 from gateway.metadata.sqlite import SQLiteBackend
 from gateway.remote.keyring import KeyRing
 from gateway.remote.keys import encode_uuid
@@ -39,7 +46,9 @@ from gateway.service.types import (
     IsolationLevel,
     OffsetResult,
     PartitionInfo,
+    Readiness,
     SegmentInfo,
+    UnreadableManifest,
 )
 from gateway.storage.base import ObjectStore
 from gateway.storage.factory import open_store
@@ -92,28 +101,87 @@ class GatewayService:
         self.retrier = retrier
         self._executor = executor
         self._fetcher = Fetcher(rlmm, source)
-        self._offsets = OffsetFinder(rlmm, source, executor)
+        self._offsets = OffsetFinder(rlmm, source, executor, self._fetcher)
         self._ready = False
+        self._not_ready_reason = "the first bucket scan has not finished"
         self.scanner: BucketScanner | None = None
+
+    # --- readiness: data endpoints answer 503 not_ready until the first scan has finished ---
+
+    def claims_from(self, scanner: BucketScanner) -> None:
+        """Reads and offset lookups consult the scanner's unreadable manifests: the offsets
+        such a segment would hold fail naming it instead of vanishing."""
+        self._fetcher.claims = scanner.unreadable
 
     def mark_ready(self) -> None:
         self._ready = True
 
+    def mark_not_ready(self, reason: str) -> None:
+        """Why the catalog is not loaded yet (e.g. the first scan failed: the store cannot be
+        listed); ignored once ready."""
+        self._not_ready_reason = reason
+
     def ready(self) -> bool:
         return self._ready
+
+    def readiness(self) -> Readiness:
+        if not self._ready:
+            return Readiness(False, self._not_ready_reason)
+        return Readiness(
+            True,
+            None,
+            tuple(
+                UnreadableManifest(
+                    tp.topic, tp.topic_id, tp.partition, u.start_offset, u.key, u.reason
+                )
+                for tp, u in self._unreadable()
+            ),
+        )
+
+    def _require_ready(self) -> None:
+        if not self._ready:
+            raise NotReadyError(
+                f"the catalog of remote segments is not loaded yet: {self._not_ready_reason}"
+            )
+
+    def _unreadable(
+        self, topic: str | None = None
+    ) -> Sequence[tuple[TopicIdPartition, UnreadableSegment]]:
+        """The manifests the scanner could not read (of ``topic`` when given)."""
+        if self.scanner is None:
+            return ()
+        found = self.scanner.unreadable_all()
+        return found if topic is None else [e for e in found if e[0].topic == topic]
 
     async def _tp(self, topic: str, partition: int) -> TopicIdPartition:
         if partition < 0:
             raise InvalidRequestError(f"partition {partition} is negative", "partition")
-        # RLMM reads are SQLite calls: off the event loop.
-        return await asyncio.to_thread(self.rlmm.partition, topic, partition)
+        self._require_ready()
+        try:
+            # RLMM reads are SQLite calls: off the event loop.
+            return await asyncio.to_thread(self.rlmm.partition, topic, partition)
+        except UnknownTopicOrPartitionError:
+            # Known only from manifests that cannot be read: they claim its offsets.
+            claims = [e for e in self._unreadable(topic) if e[0].partition == partition]
+            if claims:
+                raise _unreadable_error(claims) from None
+            raise
 
     async def topics(self) -> dict[str, list[uuid.UUID]]:
-        return await asyncio.to_thread(self.rlmm.topics)
+        self._require_ready()
+        topics = await asyncio.to_thread(self.rlmm.topics)
+        for tp, _ in self._unreadable():  # a topic whose manifests are all unreadable still is
+            ids = topics.setdefault(tp.topic, [])
+            if tp.topic_id not in ids:
+                ids.append(tp.topic_id)
+        return topics
 
     def _info(self, tp: TopicIdPartition) -> PartitionInfo:
+        """The partition's bounds; a segment whose manifest cannot be read before the first or
+        after the last readable one makes them unknown (502 naming it, never a shorter log)."""
         rlmm = self.rlmm
         start, end = remote_bounds(rlmm, tp)
+        self._offsets.claim_outside(tp, start, end)
         return PartitionInfo(
             tp.topic,
             tp.topic_id,
@@ -126,9 +194,27 @@ class GatewayService:
         )
 
     async def partitions(self, topic: str) -> list[PartitionInfo]:
+        """The partitions of the topic's newest incarnation; a partition of it known only from
+        manifests that cannot be read fails the listing (502, naming them) rather than being
+        left out of it."""
+        self._require_ready()
+        claims = self._unreadable(topic)
+
         def read() -> list[PartitionInfo]:
-            topic_id = self.rlmm.resolve_topic(topic)
-            return [self._info(tp) for tp in self.rlmm.partitions(topic_id)]
+            try:
+                topic_id = self.rlmm.resolve_topic(topic)
+            except UnknownTopicOrPartitionError:
+                if claims:
+                    raise _unreadable_error(claims) from None
+                raise
+            infos = [self._info(tp) for tp in self.rlmm.partitions(topic_id)]
+            listed = {i.partition for i in infos}
+            missing = [
+                e for e in claims if e[0].topic_id == topic_id and e[0].partition not in listed
+            ]
+            if missing:
+                raise _unreadable_error(missing)
+            return infos
 
         return await asyncio.to_thread(read)
 
@@ -187,8 +273,13 @@ class GatewayService:
             )
             reads, next_offset = await self._fetcher.fetch(tp, offset, max_bytes, deadline)
         aborted = None
-        if isolation is IsolationLevel.READ_COMMITTED:
-            aborted = tuple(await self._fetcher.aborted_transactions(tp, reads, deadline))
+        if isolation is IsolationLevel.READ_COMMITTED and reads:
+            reads, found, cut = await self._fetcher.committed(tp, reads, deadline)
+            aborted = tuple(found)
+            if cut is not None:
+                next_offset = cut
+        elif isolation is IsolationLevel.READ_COMMITTED:
+            aborted = ()
         start, end = await asyncio.to_thread(remote_bounds, self.rlmm, tp)
         return FetchResult(
             tp.topic, tp.topic_id, tp.partition, to_batches(reads), next_offset, start, end, aborted
@@ -238,15 +329,33 @@ class GatewayService:
         return render_metrics(self)
 
 
-async def _scan_until_ready(scanner: BucketScanner, service: GatewayService) -> None:
+def _unreadable_error(
+    claims: Sequence[tuple[TopicIdPartition, UnreadableSegment]],
+) -> CorruptManifestError:
+    """The error for partitions that only unreadable manifests name (502, naming them)."""
+    parts = sorted({f"{tp.topic}-{tp.partition}" for tp, _ in claims})
+    named = "; ".join(f"{u.key} ({u.reason})" for _, u in claims[:5])
+    more = f" and {len(claims) - 5} more" if len(claims) > 5 else ""
+    return CorruptManifestError(
+        f"{', '.join(parts)}: the remote segments are claimed by manifests that cannot be "
+        f"read: {named}{more}"
+    )
+
+
+async def _scan_until_ready(
+    scanner: BucketScanner, service: GatewayService, max_delay: float = 30.0
+) -> None:
+    """The first scan, retried with backoff until it completes: until then the service is not
+    ready (and says why), never ready with an empty catalog because the store failed."""
     delay = 1.0
     while True:
         try:
             report = await scanner.scan()
         except Exception as exc:  # the store may not be reachable yet: keep trying
             log.warning("initial bucket scan failed (retrying in %.0f s): %s", delay, exc)
+            service.mark_not_ready(f"the first bucket scan failed: {type(exc).__name__}: {exc}")
             await asyncio.sleep(delay)
-            delay = min(delay * 2, 30.0)
+            delay = min(delay * 2, max_delay)
             continue
         log.info("bucket scan: %s", report.to_json())
         service.mark_ready()
@@ -322,6 +431,7 @@ async def open_service(settings: ServiceSettings) -> AsyncIterator[GatewayServic
             checkpoint_reader=checkpoint_reader(reader, keys),
         )
         service.scanner = scanner
+        service.claims_from(scanner)
         tasks: list[asyncio.Task[None]] = []
 
         async def background() -> None:

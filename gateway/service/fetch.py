@@ -45,6 +45,7 @@ from gateway.errors import (
     OffsetOutOfRangeError,
     RemoteGapError,
     TransactionPendingError,
+    add_context,
 )
 from gateway.kafka.batch import RecordBatch, iter_batches
 from gateway.metadata.manager import RemoteLogMetadataManager
@@ -185,10 +186,11 @@ class Fetcher:
                 offset,
                 hole_end,
             )
-        first = min([start if end else offset + 1, *(c.start_offset for c in self.claims(tp))])
+        claimed = [c.start_offset for c in self.claims(tp)]
+        log_start = min([start, *claimed]) if end else min(claimed, default=0)
         raise OffsetOutOfRangeError(
-            f"offset {offset} is outside the remote log of {where} [{start}, {end})",
-            min(start, first) if end else first if first <= offset else start,
+            f"offset {offset} is outside the remote log of {where} [{log_start}, {end})",
+            log_start,
             end,
         )
 
@@ -249,7 +251,8 @@ class Fetcher:
             try:
                 await asyncio.to_thread(indexes.check_against, end, size)
             except CorruptDataError as exc:
-                raise type(exc)(f"{what}: {exc}") from exc
+                add_context(exc, what)
+                raise
         return indexes
 
     async def batches(
@@ -288,12 +291,14 @@ class Fetcher:
                 await self._source.chunks.invalidate(meta.segment_id.id)
                 if str(exc).startswith(key):
                     raise
-                raise type(exc)(f"{key} (read from byte {cursor}): {exc}") from exc
+                add_context(exc, f"{key} (read from byte {cursor})")
+                raise
             yield out
 
-    def _framer(
+    def framer(
         self, meta: RemoteLogSegmentMetadata, indexes: SegmentIndexes, target: int
     ) -> SegmentFramer:
+        """A framer from the offset-index floor of ``target``."""
         entry = indexes.lookup_offset(max(target, meta.start_offset))
         bounds = segment_bounds(meta, self._source.object_key(meta).key)
         return SegmentFramer(bounds, entry.position, entry.offset)
@@ -308,7 +313,7 @@ class Fetcher:
     ) -> tuple[SegmentRead | None, bool]:
         """Whole batches of one segment from the first ending at or after ``target``, within
         ``budget`` (one batch at least when ``min_one``); and whether the budget ended here."""
-        framer = self._framer(meta, await self.indexes(meta, deadline), target)
+        framer = self.framer(meta, await self.indexes(meta, deadline), target)
         window = min(max(budget, MIN_WINDOW), MAX_WINDOW)
         out: list[bytes] = []
         total, first_pos, first_off, last_off = 0, -1, -1, -1
@@ -329,7 +334,8 @@ class Fetcher:
                     batch.ensure_valid()
                 except CorruptDataError as exc:
                     await self._source.chunks.invalidate(meta.segment_id.id)
-                    raise type(exc)(f"{framer.bounds.key}: {exc}") from exc
+                    add_context(exc, framer.bounds.key)
+                    raise
                 if not out:
                     first_pos, first_off = batch.position, batch.base_offset
                 out.append(bytes(batch.view))
@@ -426,7 +432,7 @@ class Fetcher:
             if following is None:
                 return
             meta = following
-            framer = self._framer(meta, await self.indexes(meta, deadline), seen)
+            framer = self.framer(meta, await self.indexes(meta, deadline), seen)
 
 
 def _cut_before(reads: list[SegmentRead], offset: int) -> list[SegmentRead]:

@@ -7,11 +7,13 @@ request histograms.
 
 from __future__ import annotations
 
+from collections import Counter
 from typing import TYPE_CHECKING
 
 from gateway.remote.reader import LATENCY_BUCKETS
 
 if TYPE_CHECKING:
+    from gateway.metadata.scan import BucketScanner
     from gateway.service.core import GatewayService
 
 
@@ -125,4 +127,32 @@ def render_metrics(service: GatewayService) -> bytes:
         "1 once the catalog is loaded",
         int(service.ready()),
     )
+    scanner = service.scanner
+    if scanner is not None:
+        _scan_metrics(lines, scanner)
     return ("\n".join(lines) + "\n").encode()
+
+
+def _scan_metrics(lines: list[str], scanner: BucketScanner) -> None:
+    """Bucket scans: passes done and aborted by store faults, and the manifests that cannot be
+    read (a gauge per topic and partition; no sample when there are none)."""
+    _metric(
+        lines,
+        "tiered_gateway_bucket_scans_total",
+        "counter",
+        "Bucket scans that completed",
+        scanner.counters.scans,
+    )
+    _metric(
+        lines,
+        "tiered_gateway_rescans_aborted_total",
+        "counter",
+        "Bucket scans aborted by a store fault (listing or read failed; catalog left as it was)",
+        scanner.counters.aborted,
+    )
+    m = "tiered_gateway_unreadable_manifests"
+    lines.append(f"# HELP {m} Listed .rsm-manifest objects that cannot be read, per partition")
+    lines.append(f"# TYPE {m} gauge")
+    per_partition = Counter((tp.topic, tp.partition) for tp, _ in scanner.unreadable_all())
+    for (topic, partition), count in sorted(per_partition.items()):
+        lines.append(f'{m}{{topic="{topic}",partition="{partition}"}} {count}')

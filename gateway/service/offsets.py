@@ -19,10 +19,13 @@ from __future__ import annotations
 import asyncio
 from concurrent.futures import Executor
 
-from gateway.kafka.batch import TIMESTAMP_TYPE_MASK, RecordBatch, iter_batches
+from gateway.errors import CorruptManifestError
+from gateway.kafka.batch import RecordBatch
 from gateway.metadata.manager import RemoteLogMetadataManager
 from gateway.metadata.model import RemoteLogSegmentMetadata, SegmentState, TopicIdPartition
-from gateway.service.fetch import remote_bounds
+from gateway.read.timesearch import TimestampHit, TimestampSearch
+from gateway.remote.keys import Suffix
+from gateway.service.fetch import Fetcher, remote_bounds, resolve
 from gateway.service.segments import SegmentSource
 from gateway.service.types import OffsetResult
 from gateway.storage.retry import Deadline
@@ -33,24 +36,6 @@ _WINDOW = 1 << 20
 
 def _epoch(batch: RecordBatch) -> int | None:
     return batch.partition_leader_epoch if batch.partition_leader_epoch >= 0 else None
-
-
-def scan_window(
-    buf: bytes, meta: RemoteLogSegmentMetadata, timestamp: int, start: int
-) -> tuple[OffsetResult | None, int]:
-    """The first record at or after ``timestamp`` and ``start`` among the whole batches of
-    ``buf``, and how many bytes of whole batches were looked at (CPU: a worker thread)."""
-    consumed = 0
-    for batch in iter_batches(buf, offset_range=(meta.start_offset, meta.end_offset)):
-        consumed = batch.position + batch.size_in_bytes
-        if batch.max_timestamp < timestamp or batch.last_offset < start:
-            continue
-        log_append = bool(batch.attributes & TIMESTAMP_TYPE_MASK)
-        for record in batch.records():  # checks the CRC first
-            ts = batch.max_timestamp if log_append else record.timestamp
-            if ts >= timestamp and record.offset >= start:
-                return OffsetResult(record.offset, ts, _epoch(batch)), consumed
-    return None, consumed
 
 
 def timestamp_segment(
@@ -75,22 +60,59 @@ def timestamp_segment(
     return None
 
 
+def _last_segment(
+    rlmm: RemoteLogMetadataManager, tp: TopicIdPartition
+) -> RemoteLogSegmentMetadata | None:
+    _, end = remote_bounds(rlmm, tp)
+    return resolve(rlmm, tp, end - 1) if end > 0 else None
+
+
 class OffsetFinder:
     def __init__(
-        self, rlmm: RemoteLogMetadataManager, source: SegmentSource, executor: Executor
+        self,
+        rlmm: RemoteLogMetadataManager,
+        source: SegmentSource,
+        executor: Executor,
+        fetcher: Fetcher,
     ) -> None:
         self._rlmm = rlmm
         self._source = source
         self._executor = executor
+        self._fetcher = fetcher
+
+    def claim_outside(self, tp: TopicIdPartition, start: int, end: int) -> None:
+        """A segment whose manifest cannot be read before the first or after the last
+        readable one: the log's true start or end is unknown, and saying the readable one
+        would hide its records."""
+        for claim in self._fetcher.claims(tp):
+            if claim.start_offset < start or claim.start_offset >= end:
+                raise CorruptManifestError(
+                    f"{tp.topic}-{tp.partition}: the segment from offset {claim.start_offset} "
+                    f"has a manifest that cannot be read ({claim.key}: {claim.reason}), so "
+                    "where the remote log starts and ends is not known"
+                )
+
+    def _claim_before(self, tp: TopicIdPartition, offset: int | None) -> None:
+        """A timestamp search that passed over a segment whose manifest cannot be read (before
+        ``offset``; anywhere when ``None``) cannot know the answer was not in it."""
+        for claim in self._fetcher.claims(tp):
+            if offset is None or claim.start_offset < offset:
+                raise CorruptManifestError(
+                    f"{tp.topic}-{tp.partition}: the segment from offset {claim.start_offset} "
+                    f"has a manifest that cannot be read ({claim.key}: {claim.reason}); the "
+                    "answer may be in it"
+                )
 
     def earliest(self, tp: TopicIdPartition) -> OffsetResult:
         start, end = remote_bounds(self._rlmm, tp)
+        self.claim_outside(tp, start, end)
         if end == 0:
             return NOT_FOUND
         return OffsetResult(start, -1, self._rlmm.epoch_for_offset(tp, start))
 
     def latest(self, tp: TopicIdPartition) -> OffsetResult:
-        _, end = remote_bounds(self._rlmm, tp)
+        start, end = remote_bounds(self._rlmm, tp)
+        self.claim_outside(tp, start, end)
         lineage = self._rlmm.epoch_lineage(tp)
         return OffsetResult(end, -1, lineage[-1].epoch if lineage else None)
 
@@ -108,6 +130,7 @@ class OffsetFinder:
         return best, remote_bounds(self._rlmm, tp)[0]
 
     async def max_timestamp(self, tp: TopicIdPartition, deadline: Deadline) -> OffsetResult:
+        self._claim_before(tp, None)
         picked = await asyncio.to_thread(self._max_timestamp_segment, tp)
         if picked is None:
             return NOT_FOUND
@@ -119,29 +142,60 @@ class OffsetFinder:
     async def for_timestamp(
         self, tp: TopicIdPartition, timestamp: int, deadline: Deadline
     ) -> OffsetResult:
-        picked = await asyncio.to_thread(timestamp_segment, self._rlmm, tp, timestamp)
+        rlmm = self._rlmm
+        picked = await asyncio.to_thread(timestamp_segment, rlmm, tp, timestamp)
         if picked is None:
+            self._claim_before(tp, None)
+            last = await asyncio.to_thread(_last_segment, rlmm, tp)
+            await self._check_skipped(last, timestamp, deadline)
             return NOT_FOUND
-        return await self._search(picked[0], timestamp, picked[1], deadline)
+        meta, start = picked
+        self._claim_before(tp, meta.start_offset)
+        if meta.start_offset > start:
+            before = await asyncio.to_thread(resolve, rlmm, tp, meta.start_offset - 1)
+            await self._check_skipped(before, timestamp, deadline)
+        return await self._search(meta, timestamp, start, deadline)
+
+    async def _check_skipped(
+        self, meta: RemoteLogSegmentMetadata | None, timestamp: int, deadline: Deadline
+    ) -> None:
+        """A segment passed over because its metadata's max timestamp is below ``timestamp``
+        must hold no such timestamp: its time index's last entry (the segment's largest
+        timestamp, appended on roll) says so; else the metadata is corrupt."""
+        if meta is None or meta.max_timestamp_ms >= timestamp:
+            return
+        indexes = await self._fetcher.indexes(meta, deadline)
+        last = indexes.time_index.last_entry()
+        if last.timestamp >= timestamp:
+            key = self._source.object_key(meta).with_suffix(Suffix.MANIFEST).key
+            raise CorruptManifestError(
+                f"{key}: maxTimestampMs is {meta.max_timestamp_ms}, but the segment's time index "
+                f"holds timestamp {last.timestamp} at offset {last.offset}"
+            )
 
     async def _search(
         self, meta: RemoteLogSegmentMetadata, timestamp: int, start: int, deadline: Deadline
     ) -> OffsetResult:
         """Read the segment window by window from the index position; stop at the first hit."""
-        indexes = await self._source.indexes(meta, deadline)
-        found = indexes.lookup_timestamp(timestamp)
-        cursor = indexes.lookup_offset(max(start, found.offset, meta.start_offset)).position
+        fetcher = self._fetcher
+        indexes = await fetcher.indexes(meta, deadline)
+        entry = indexes.lookup_timestamp(timestamp)
+        framer = fetcher.framer(meta, indexes, max(start, entry.offset))
+        search = TimestampSearch(
+            framer.bounds.key, timestamp, start, entry, from_segment_start=framer.start == 0
+        )
         loop = asyncio.get_running_loop()
-        pending = b""
-        while True:
-            data, size = await self._source.read(meta, cursor, cursor + _WINDOW, deadline)
-            buf = pending + data
-            hit, consumed = await loop.run_in_executor(
-                self._executor, scan_window, buf, meta, timestamp, start
-            )
+        async for batches in fetcher.batches(meta, framer, _WINDOW, deadline):
+            hit = await loop.run_in_executor(self._executor, _first_hit, search, batches)
             if hit is not None:
-                return hit
-            cursor += len(data)
-            if cursor >= size or not data:
-                return NOT_FOUND
-            pending = buf[consumed:]
+                return OffsetResult(hit.offset, hit.timestamp, hit.leader_epoch)
+        search.finish(meta.max_timestamp_ms, meta.start_offset)
+        return NOT_FOUND
+
+
+def _first_hit(search: TimestampSearch, batches: list[RecordBatch]) -> TimestampHit | None:
+    for batch in batches:
+        hit = search.add(batch)
+        if hit is not None:
+            return hit
+    return None

@@ -3,7 +3,9 @@
 :class:`gateway.service.core.GatewayService` implements it; the routers depend only on this
 Protocol. Every method raises only :class:`gateway.errors.GatewayError` subclasses:
 
-* unknown topic or partition: ``UnknownTopicOrPartitionError`` (404);
+* before the first bucket scan has finished: ``NotReadyError`` (503, retriable);
+* unknown topic or partition: ``UnknownTopicOrPartitionError`` (404); a partition known only
+  from manifests that cannot be read: ``CorruptManifestError`` (502) naming them;
 * an offset outside the remote tier: ``OffsetOutOfRangeError`` (416, carries start/end);
 * a bad parameter: ``InvalidRequestError`` (400, ``parameter`` names it);
 * store faults after retries: ``StorageUnavailableError`` (503, retriable);
@@ -22,6 +24,7 @@ from gateway.service.types import (
     IsolationLevel,
     OffsetResult,
     PartitionInfo,
+    Readiness,
     SegmentInfo,
 )
 from gateway.storage.retry import Deadline
@@ -32,6 +35,10 @@ OffsetSpec = int | Literal["earliest", "latest", "max_timestamp"]
 class Service(Protocol):
     def ready(self) -> bool:
         """The catalog has been loaded at least once."""
+        ...
+
+    def readiness(self) -> Readiness:
+        """:meth:`ready`, why not, and the manifests the catalog could not read."""
         ...
 
     async def topics(self) -> dict[str, list[uuid.UUID]]:

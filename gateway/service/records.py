@@ -13,47 +13,14 @@ Pure CPU work: call it from a worker thread.
 
 from __future__ import annotations
 
-import heapq
-from collections.abc import Iterable
-
-from gateway.kafka.batch import TIMESTAMP_TYPE_MASK, RecordBatch, iter_batches
-from gateway.kafka.control import ControlRecordType, control_type
+from gateway.kafka.batch import TIMESTAMP_TYPE_MASK, iter_batches
+from gateway.read.txn import AbortedFilter
 from gateway.service.types import (
     AbortedTransaction,
     FetchedBatches,
     FetchedRecord,
     IsolationLevel,
 )
-
-
-class AbortedFilter:
-    """The consumer's read_committed batch filter, batch by batch in offset order.
-
-    Shared by the service (:func:`decode_records`) and the Spark reader, so both drop exactly
-    what a Java consumer drops. ``accepts`` is False for control batches (an ABORT marker also
-    ends its producer's aborted transaction) and for transactional batches of a producer whose
-    aborted transaction has started at or before the batch's last offset.
-    """
-
-    __slots__ = ("_aborted_pids", "_queue")
-
-    def __init__(self, aborted: Iterable[AbortedTransaction]) -> None:
-        self._queue = [(t.first_offset, t.producer_id) for t in aborted]
-        heapq.heapify(self._queue)
-        self._aborted_pids: set[int] = set()
-
-    def accepts(self, batch: RecordBatch) -> bool:
-        if batch.producer_id < 0:
-            return not batch.is_control
-        queue = self._queue
-        while queue and queue[0][0] <= batch.last_offset:
-            self._aborted_pids.add(heapq.heappop(queue)[1])
-        if batch.is_control:
-            records = batch.records()
-            if records and control_type(records[0].key) is ControlRecordType.ABORT:
-                self._aborted_pids.discard(batch.producer_id)
-            return False
-        return not (batch.is_transactional and batch.producer_id in self._aborted_pids)
 
 
 def decode_records(

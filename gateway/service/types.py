@@ -87,3 +87,27 @@ class OffsetResult:
     offset: int
     timestamp: int
     leader_epoch: int | None
+
+
+@dataclass(frozen=True, slots=True)
+class UnreadableManifest:
+    """A listed ``.rsm-manifest`` the catalog could not read: it still claims the offsets from
+    ``start_offset`` on in its partition (reads there fail naming ``key``)."""
+
+    topic: str
+    topic_id: uuid.UUID
+    partition: int
+    start_offset: int
+    key: str
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class Readiness:
+    """``ready`` once the first bucket scan has finished; until then ``reason`` says why not
+    (e.g. the store cannot be listed). ``unreadable``: the manifests of a ready catalog that it
+    could not read (the partitions they belong to are degraded)."""
+
+    ready: bool
+    reason: str | None = None
+    unreadable: tuple[UnreadableManifest, ...] = ()

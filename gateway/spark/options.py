@@ -28,11 +28,15 @@ by changing the format name (and swapping ``kafka.bootstrap.servers`` for ``stor
 (``kafka.isolation.level``)         consumer name is accepted too
 ``maxBytesPerPartition``            segment bytes per Spark partition (default 128 MiB)
 ``maxRowsPerBatch``                 rows per Arrow batch an executor yields (default 65536)
+``failOnDataLoss``                  ``true`` (default): offsets the remote tier should hold but
+                                    does not (a hole in the lineage, an unreadable manifest)
+                                    fail the read with a typed error; ``false`` skips them with
+                                    a warning in the driver's log
 ==================================  ============================================================
 
 Partitions a per-partition JSON does not name take the default bound (earliest, latest); Spark
 requires every partition instead. Other ``kafka.*`` options and Spark Kafka-source options that
-have no meaning here (``failOnDataLoss``, ``maxOffsetsPerTrigger``, ...) are accepted and
+have no meaning here (``maxOffsetsPerTrigger``, ``minPartitions``, ...) are accepted and
 ignored; anything else is a :class:`~gateway.errors.ConfigurationError` naming the option.
 """
 
@@ -61,11 +65,12 @@ _KNOWN: Final = frozenset(
         "endingoffsets", "startingtimestamp", "endingtimestamp", "startingoffsetsbytimestamp",
         "endingoffsetsbytimestamp", "startingoffsetsbytimestampstrategy", "includeheaders",
         "isolation.level", "kafka.isolation.level", "maxbytesperpartition", "maxrowsperbatch",
+        "failondataloss",
     }
 )  # fmt: skip
 _IGNORED: Final = frozenset(
     {
-        "failondataloss", "minpartitions", "maxoffsetspertrigger", "minoffsetspertrigger",
+        "minpartitions", "maxoffsetspertrigger", "minoffsetspertrigger",
         "maxtriggerdelay", "fetchoffset.numretries", "fetchoffset.retryintervalms",
         "groupidprefix", "subscribepattern",
     }
@@ -121,6 +126,7 @@ class ReadOptions:
     max_bytes_per_partition: int = DEFAULT_MAX_BYTES_PER_PARTITION
     max_rows_per_batch: int = DEFAULT_MAX_ROWS_PER_BATCH
     catalog: str | None = None
+    fail_on_data_loss: bool = True
 
 
 def _bool(name: str, text: str) -> bool:
@@ -313,4 +319,5 @@ def parse_options(options: Mapping[str, str]) -> ReadOptions:
             "maxRowsPerBatch", opts.get("maxrowsperbatch", str(DEFAULT_MAX_ROWS_PER_BATCH)), 1
         ),
         catalog=opts.get("catalog") or None,
+        fail_on_data_loss=_bool("failOnDataLoss", opts.get("failondataloss", "true")),
     )

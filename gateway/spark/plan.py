@@ -27,6 +27,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from gateway.errors import CorruptIndexError
+from gateway.read.framing import SegmentBounds
 from indexcache.offset_index import OffsetIndex
 
 
@@ -40,6 +41,13 @@ class SegmentRef:
     size: int  # the original ``.log`` size
     txn_index_empty: bool
     walk: int  # position in the partition's lineage walk
+    epochs: tuple[tuple[int, int], ...] = ()  # leader epochs: (epoch, start offset), ascending
+
+    @property
+    def bounds(self) -> SegmentBounds:
+        """What the metadata promises about the segment, for :class:`~gateway.read.framing.
+        SegmentFramer`."""
+        return SegmentBounds(self.key, self.start_offset, self.end_offset, self.size, self.epochs)
 
 
 @dataclass(frozen=True, slots=True)
@@ -120,6 +128,18 @@ def region(split: Split, index: OffsetIndex | None) -> tuple[int, int]:
             f"{seg.size} bytes"
         )
     return start, end
+
+
+def start_entry(index: OffsetIndex | None, position: int) -> int:
+    """The offset of the offset-index entry whose position a read from ``position`` starts at
+    (-1 for byte 0: the segment's first batch, checked against its start offset instead).
+    Every split starts at byte 0 or at an entry's position (:func:`split_byte_range`)."""
+    if position == 0:
+        return -1
+    found = None if index is None else index.fetch_upper_bound_offset(position)
+    if found is None or found.position != position:
+        raise ValueError(f"byte {position} is not the position of an offset-index entry")
+    return found.offset
 
 
 def split_byte_range(split: Split, index: OffsetIndex | None) -> tuple[int, int]:

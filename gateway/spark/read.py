@@ -2,17 +2,35 @@
 
 Per split: the segment's manifest (and the RSA unwrap of its data key when it is encrypted),
 its offset index only when the split is part of a segment (:func:`~gateway.spark.plan.
-split_byte_range`), then the split's bytes through :class:`~gateway.remote.sync_reader.
-SyncSegmentReader` (coalesced ranged GETs, detransform) framed into batches across GET
-borders. Every batch in the range has its CRC checked, control batches included; batches
-outside ``[start_offset, end_offset)`` are skipped and records filtered to it.
+split_byte_range`), checked against the segment's metadata before it is used
+(:func:`indexcache.validate.check_offset_index`), then the split's bytes through
+:class:`~gateway.remote.sync_reader.SyncSegmentReader` (coalesced ranged GETs, detransform),
+framed strictly by :class:`~gateway.read.framing.SegmentFramer`, the service's framer: no
+truncated tail, contiguous offsets inside the segment's range, the leader epoch of every batch
+by the segment's map, the offset-index entry a split starts from. A split that reads to the end
+of its segment gets the end checks (no bytes left over, the last batch ends at ``endOffset``);
+one that ends at an offset-index position inside the segment must end exactly there, the next
+batch there must continue its offsets (8 bytes read past the split, usually from the chunk
+already read), and when it is the last split of a range ending inside the segment its batches
+must reach the range's last offset. Every batch in the range has its CRC checked, control
+batches included; batches outside ``[start_offset, end_offset)`` are skipped and records
+filtered to it.
 
 read_committed follows ``remote-read-semantics.md`` §8 per split: the aborted transactions
 overlapping ``[first batch's base offset, segment end]`` are collected from the transaction
-indexes of this segment and the following ones (segments whose index is empty are skipped
-without a GET), until one search is complete or the remote log ends; then the consumer's
-filter (:class:`~gateway.service.records.AbortedFilter`) drops aborted batches and control
-batches.
+indexes (checked against the metadata) of this segment and the following ones (segments whose
+index is empty are skipped without a GET), until one search is complete or the remote log ends;
+then the consumer's filter (:class:`~gateway.read.txn.AbortedFilter`) drops aborted batches and
+control batches. The verdicts are then proven against the control records
+(:class:`~gateway.read.txn.MarkerLedger`, :func:`~gateway.read.txn.check_verdicts`): a
+transaction still open where the split ends is followed forward, through the rest of the
+segment and the following segments of the partition's lineage, to its marker; one whose marker
+is not in the remote tier yet fails the split (:class:`~gateway.errors.TransactionPendingError`),
+one whose marker could lie in a hole of the lineage fails it with
+:class:`~gateway.errors.RemoteGapError`. The proof completes when the split's batches have all
+been read, so a failure fails the task (and the job) after earlier Arrow batches of the split
+were yielded: a job never succeeds with them, but a consumer that stops early (``limit``) gets
+rows whose transaction was not proven yet.
 
 Batches in range are decoded many at a time by :class:`~gateway.spark.columns.FastColumns`
 (a compiled pass straight into Arrow buffers, the reference decoder when it objects) and
@@ -23,27 +41,50 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Final
 
 import pyarrow as pa
 
-from gateway.errors import CorruptDataError
-from gateway.kafka.batch import RecordBatch, iter_batches
+from gateway.errors import (
+    CorruptDataError,
+    CorruptIndexError,
+    CorruptManifestError,
+    CorruptRecordError,
+    RemoteGapError,
+    TransactionPendingError,
+    add_context,
+)
+from gateway.kafka.batch import HEADER_SIZE, RecordBatch
+from gateway.read.framing import SegmentFramer
+from gateway.read.txn import AbortedFilter, MarkerLedger, check_verdicts
 from gateway.remote.keyring import KeyRing
 from gateway.remote.keys import Suffix, parse_object_key
 from gateway.remote.manifest import IndexType, parse_manifest
 from gateway.remote.reader import RemoteSegment
 from gateway.remote.sync_reader import SyncSegmentReader
-from gateway.service.records import AbortedFilter
 from gateway.service.types import AbortedTransaction, IsolationLevel
 from gateway.spark.columns import FastColumns
-from gateway.spark.plan import SegmentRef, Split, split_byte_range
+from gateway.spark.plan import SegmentRef, Split, region, split_byte_range, start_entry
 from gateway.storage.sync import SyncObjectStore, SyncStoreSpec
 from indexcache.offset_index import OffsetIndex
+from indexcache.time_index import TimeIndex
 from indexcache.txn_index import TransactionIndex
+from indexcache.validate import check_offset_index, check_time_index, check_txn_index
 
 MAX_GROUP_BYTES: Final = 64 << 20  # records bytes decoded in one pass (int32 Arrow offsets)
+_OFFSET_BYTES: Final = 8  # a batch's baseOffset, the first field of its header
+
+
+@dataclass(frozen=True, slots=True)
+class TxnChain:
+    """A partition's lineage walk as read_committed needs it: every segment from the first one
+    the read touches to the end of the remote tier, or to a hole in the lineage (``gap``, the
+    missing offsets, inclusive) when the read may not hop over holes."""
+
+    partition: int
+    refs: tuple[SegmentRef, ...]
+    gap: tuple[int, int] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,13 +97,13 @@ class ReadContext:
     include_headers: bool
     isolation: IsolationLevel
     max_rows: int
-    txn_chains: tuple[tuple[int, tuple[SegmentRef, ...]], ...] = ()  # partition -> refs
+    txn_chains: tuple[TxnChain, ...] = ()
 
-    def txn_chain(self, partition: int) -> tuple[SegmentRef, ...]:
-        for p, chain in self.txn_chains:
-            if p == partition:
+    def txn_chain(self, partition: int) -> TxnChain | None:
+        for chain in self.txn_chains:
+            if chain.partition == partition:
                 return chain
-        return ()
+        return None
 
 
 # Per executor process (Python workers are reused across tasks): one store client per spec,
@@ -93,8 +134,61 @@ def sync_reader(ctx: ReadContext) -> SyncSegmentReader:
 
 
 def open_segment(ctx: ReadContext, ref: SegmentRef) -> RemoteSegment:
+    """The segment of ``ref``; its manifest must give the size the metadata gives."""
     segment: RemoteSegment = _open_segment(ctx.store, ctx.key_pairs, ref.key, ctx.key_prefix)
+    if segment.size != ref.size:
+        raise CorruptManifestError(
+            f"{ref.key}: the manifest says {segment.size} bytes, the segment metadata {ref.size}"
+        )
     return segment
+
+
+def _index_error(segment: RemoteSegment, exc: CorruptDataError) -> CorruptDataError:
+    return add_context(exc, segment.key.with_suffix(Suffix.INDEXES).key)
+
+
+def offset_index(reader: SyncSegmentReader, segment: RemoteSegment, ref: SegmentRef) -> OffsetIndex:
+    """The segment's offset index, checked against its metadata before it is trusted."""
+    data = reader.read_index_piece(segment, IndexType.OFFSET) or b""
+    try:
+        index = OffsetIndex(data, ref.start_offset)
+        check_offset_index(index, ref.end_offset, ref.size)
+    except CorruptDataError as exc:
+        raise _index_error(segment, exc) from exc
+    return index
+
+
+def time_index(reader: SyncSegmentReader, segment: RemoteSegment, ref: SegmentRef) -> TimeIndex:
+    """The segment's time index, checked against its metadata before it is trusted."""
+    data = reader.read_index_piece(segment, IndexType.TIMESTAMP) or b""
+    try:
+        index = TimeIndex(data, ref.start_offset)
+        check_time_index(index, ref.end_offset)
+    except CorruptDataError as exc:
+        raise _index_error(segment, exc) from exc
+    return index
+
+
+def txn_index(
+    reader: SyncSegmentReader, segment: RemoteSegment, ref: SegmentRef
+) -> TransactionIndex:
+    """The segment's transaction index, checked against its metadata."""
+    data = reader.read_index_piece(segment, IndexType.TRANSACTION) or b""
+    try:
+        index = TransactionIndex(data, ref.start_offset)
+        check_txn_index(index, ref.end_offset)
+    except CorruptDataError as exc:
+        raise _index_error(segment, exc) from exc
+    return index
+
+
+def _chain_from(ctx: ReadContext, split: Split) -> tuple[tuple[SegmentRef, ...], TxnChain | None]:
+    """The split's segment and the ones after it in its partition's lineage."""
+    chain = ctx.txn_chain(split.partition)
+    ref = split.segment
+    if chain is None:
+        return (ref,), None
+    return (ref, *(r for r in chain.refs if r.walk > ref.walk)), chain
 
 
 def aborted_transactions(
@@ -105,49 +199,102 @@ def aborted_transactions(
     the remote tier counts as one)."""
     upper = split.segment.end_offset + 1
     found: set[tuple[int, int]] = set()
-    for ref in ctx.txn_chain(split.partition):
-        if ref.walk < split.segment.walk or ref.txn_index_empty:
+    refs, _ = _chain_from(ctx, split)
+    for ref in refs:
+        if ref.txn_index_empty:
             continue
-        data = reader.read_index_piece(open_segment(ctx, ref), IndexType.TRANSACTION)
-        result = TransactionIndex(data or b"", ref.start_offset).collect_aborted_txns(
-            fetch_offset, upper
-        )
+        index = txn_index(reader, open_segment(ctx, ref), ref)
+        result = index.collect_aborted_txns(fetch_offset, upper)
         found.update((t.producer_id, t.first_offset) for t in result.aborted_transactions)
         if result.is_complete:
             break
-    return [AbortedTransaction(pid, first) for pid, first in found]
+    return [AbortedTransaction(pid, first) for pid, first in sorted(found, key=lambda t: t[1])]
 
 
-def iter_split_batches(
-    reader: SyncSegmentReader, segment: RemoteSegment, ref: SegmentRef, start: int, end: int
+def frame(
+    reader: SyncSegmentReader,
+    segment: RemoteSegment,
+    framer: SegmentFramer,
+    end: int,
+    *,
+    check_next: bool = True,
 ) -> Iterator[RecordBatch]:
-    """The batches whose first byte is in ``[start, end)``, framed across GET borders, with
-    offsets strictly increasing and inside the segment's metadata range."""
-    pending = b""
-    base = start  # segment position of pending[0]
-    prev_last = -1
-    offset_range = (ref.start_offset, ref.end_offset)
-    for piece in reader.iter_range(segment, start, end):
-        buf = pending + piece if pending else piece
-        consumed = 0
-        try:
-            for batch in iter_batches(buf, offset_range=offset_range):
-                if batch.base_offset <= prev_last:
-                    raise CorruptDataError(
-                        f"batch at {base + batch.position} has offsets not after {prev_last}"
-                    )
-                prev_last = batch.last_offset
-                consumed = batch.position + batch.size_in_bytes
-                batch.position += base
+    """The batches of bytes ``[framer.cursor, end)`` of ``segment``, framed (and checked) by
+    ``framer`` across GET borders.
+
+    Read to the segment's end, the framer's end checks run. Ending before it (at an
+    offset-index position), the last batch must end exactly at ``end``; with ``check_next``,
+    the batch starting there must continue the offsets (its base offset, outside the CRC, is
+    read from the 8 bytes after ``end``). Errors name the object and the byte the read started
+    at."""
+    ref = framer.bounds
+    key, size = ref.key, ref.size
+    start = framer.cursor
+    inside = end < size
+    stop = min(end + _OFFSET_BYTES, size) if inside and check_next else end
+    tail = b""
+    framed_to = start  # the end of the last whole batch
+    try:
+        for piece in reader.iter_range(segment, start, stop):
+            take = end - framer.cursor
+            if len(piece) > take:
+                tail += bytes(piece[take:])
+            for batch in framer.feed(piece[:take]):
+                framed_to = batch.position + batch.size_in_bytes
                 yield batch
-        except CorruptDataError as exc:
-            raise type(exc)(f"{ref.key} (read from byte {base}): {exc}") from exc
-        pending = buf[consumed:]
-        base += consumed
-    if pending and end < segment.size:
-        raise CorruptDataError(
-            f"{ref.key}: a batch at byte {base} runs past {end}, an offset-index position"
-        )
+        if not inside:
+            framer.finish()
+            return
+        if framer.cursor != end:
+            raise CorruptDataError(f"{key}: the read ended at byte {framer.cursor} of {end}")
+        if framed_to != end:
+            raise CorruptRecordError(
+                f"{key}: record batch at byte {framed_to} runs past byte {end}, the "
+                "offset-index position where this read ends"
+            )
+        if check_next:
+            if len(tail) < _OFFSET_BYTES:
+                raise CorruptDataError(f"{key}: no batch at byte {end} of {size}")
+            following = int.from_bytes(tail[:_OFFSET_BYTES], "big", signed=True)
+            if following != framer.last_offset + 1:
+                raise CorruptRecordError(
+                    f"{key}: record batch at byte {end} starts at offset {following}; the "
+                    f"batch before it ended at {framer.last_offset} (offsets in a segment are "
+                    "contiguous)"
+                )
+    except CorruptDataError as exc:
+        if not str(exc).startswith(key):  # the type and its fields stay (FramingError.rule)
+            add_context(exc, f"{key} (read from byte {start})")
+        raise
+
+
+@dataclass(slots=True)
+class _Proof:
+    """read_committed of one split: the index's verdicts (the consumer's filter over the §8
+    collection) and what is needed to prove them against the markers afterwards."""
+
+    aborted: list[AbortedTransaction]
+    live: AbortedFilter = field(init=False)
+    ledger: MarkerLedger = field(default_factory=MarkerLedger)
+    # the batches check_verdicts replays: control batches whole, transactional data batches
+    # the split returns as their header only (verdicts read nothing else), copied so that the
+    # read's buffers are not held
+    kept: list[RecordBatch] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self.live = AbortedFilter(self.aborted)
+
+    def accepts(self, batch: RecordBatch, returned: bool) -> bool:
+        """The index's verdict; ``returned``: the batch has offsets the split returns."""
+        verdict = self.live.accepts(batch)
+        if batch.is_control:
+            self.ledger.add(batch)
+            self.kept.append(RecordBatch(memoryview(bytes(batch.view)), batch.position))
+        elif returned and batch.is_transactional and batch.producer_id >= 0:
+            self.ledger.add(batch)
+            header = memoryview(bytes(batch.view[:HEADER_SIZE]))
+            self.kept.append(RecordBatch(header, batch.position))
+        return verdict
 
 
 def read_split(split: Split, ctx: ReadContext) -> Iterator[pa.RecordBatch]:
@@ -155,32 +302,29 @@ def read_split(split: Split, ctx: ReadContext) -> Iterator[pa.RecordBatch]:
     reader = sync_reader(ctx)
     ref = split.segment
     segment = open_segment(ctx, ref)
-    if segment.size != ref.size:
-        raise CorruptDataError(
-            f"{ref.key}: the manifest says {segment.size} bytes, the metadata {ref.size}"
-        )
-    index = None
-    if not split.whole_segment:
-        data = reader.read_index_piece(segment, IndexType.OFFSET) or b""
-        index = OffsetIndex(data, ref.start_offset)
+    index = None if split.whole_segment else offset_index(reader, segment, ref)
     start, end = split_byte_range(split, index)
     if start >= end:
         return
+    region_end = region(split, index)[1]
+    framer = SegmentFramer(ref.bounds, start, start_entry(index, start))
     read_committed = ctx.isolation is IsolationLevel.READ_COMMITTED
-    committed = None
+    proof: _Proof | None = None
     lo, hi = split.start_offset, split.end_offset
     columns = FastColumns(split.topic, split.partition, ctx.include_headers, lo, hi)
-    for batch in iter_split_batches(reader, segment, ref, start, end):
+    last: RecordBatch | None = None  # the last batch taken (base offset below hi)
+    for batch in frame(reader, segment, framer, end, check_next=end < region_end):
         if batch.base_offset >= hi:
             break
         batch.ensure_valid()
-        if read_committed and committed is None:
-            # From the first batch read, as Kafka's fetch: a marker before it is another
-            # split's business (it would otherwise abort this producer's later batches).
-            aborted = aborted_transactions(ctx, reader, split, batch.base_offset)
-            committed = AbortedFilter(aborted)
-        if committed is not None and not committed.accepts(batch):
-            continue
+        last = batch
+        if read_committed:
+            if proof is None:
+                # From the first batch read, as Kafka's fetch: a marker before it is another
+                # split's business (it would otherwise abort this producer's later batches).
+                proof = _Proof(aborted_transactions(ctx, reader, split, batch.base_offset))
+            if not proof.accepts(batch, batch.last_offset >= lo):
+                continue
         if batch.is_control or batch.last_offset < lo:
             continue
         if columns.held and columns.size + batch.size_in_bytes > MAX_GROUP_BYTES:
@@ -188,8 +332,62 @@ def read_split(split: Split, ctx: ReadContext) -> Iterator[pa.RecordBatch]:
         columns.add(batch)
         if columns.rows >= ctx.max_rows:
             yield from _pieces(columns.flush(), ctx.max_rows)
+    if end == region_end < ref.size and framer.last_offset < hi - 1:
+        # The range ends inside the segment, where the offset index says: at the entry after
+        # the one holding hi - 1, so the batches before it must reach hi - 1.
+        raise CorruptIndexError(
+            f"{ref.key}: the offset index puts offset {hi - 1} before byte {end}, but the "
+            f"batches there end at offset {framer.last_offset}"
+        )
+    if proof is not None and last is not None:
+        if proof.ledger.open_producers:
+            _follow_markers(ctx, reader, split, proof.ledger, last)
+        check_verdicts(proof.kept, proof.aborted, proof.ledger)
     if columns.held:
         yield from _pieces(columns.flush(), ctx.max_rows)
+
+
+def _follow_markers(
+    ctx: ReadContext,
+    reader: SyncSegmentReader,
+    split: Split,
+    ledger: MarkerLedger,
+    last: RecordBatch,
+) -> None:
+    """Read on after ``last`` (the split's last batch) until every transaction open in
+    ``ledger`` has met its marker: through the rest of the segment, then the following
+    segments of the lineage (each from byte 0, framed and checked like any read)."""
+    refs, chain = _chain_from(ctx, split)
+    end = last.position + last.size_in_bytes
+    framer = SegmentFramer(refs[0].bounds, end, after=last.last_offset)
+    seen = last.last_offset + 1  # an overlapping upload repeats batches already followed
+    pending = ledger.open_producers
+    for n, ref in enumerate(refs):
+        if n:
+            framer = SegmentFramer(ref.bounds)
+        for batch in frame(reader, open_segment(ctx, ref), framer, ref.size):
+            if batch.last_offset < seen or batch.producer_id not in pending:
+                continue
+            batch.ensure_valid()
+            ledger.close(batch)
+            pending = ledger.open_producers
+            if not pending:
+                return
+        seen = max(seen, framer.last_offset + 1)
+    first = ledger.unresolved()
+    where = f"{split.topic}-{split.partition}"
+    if chain is not None and chain.gap is not None:
+        lo, hi = chain.gap
+        raise RemoteGapError(
+            f"{where}: the transaction starting at offset {first} has no marker before offset "
+            f"{lo}, and no remote segment holds offsets {lo}..{hi}: its marker may be lost",
+            lo,
+            hi,
+        )
+    raise TransactionPendingError(
+        f"{where}: the transaction starting at offset {first} has no COMMIT or ABORT marker in "
+        "the remote tier yet; read_committed cannot return it before its marker is tiered"
+    )
 
 
 def _pieces(batch: pa.RecordBatch, max_rows: int) -> Iterator[pa.RecordBatch]:

@@ -57,25 +57,49 @@ def key_path(root: Path, key: str) -> Path:
     return path
 
 
+def _walk_error(exc: OSError) -> None:
+    """``os.walk``'s ``onerror``: a directory that is gone (deleted during the walk, or never
+    there: a prefix with no objects) lists nothing, as in S3; any other failure (permission
+    denied, I/O error) fails the listing, never leaves a hole in it."""
+    if isinstance(exc, (FileNotFoundError, NotADirectoryError)):
+        return
+    raise exc
+
+
 def list_keys(root: Path, prefix: str) -> list[ObjectInfo]:
     """The objects under ``root`` whose key starts with ``prefix``, in S3's order (UTF-8 bytes
-    of the key). Walks only below the deepest directory the prefix names; blocking."""
+    of the key). Walks only below the deepest directory the prefix names; blocking.
+
+    A listing is complete or an error: a directory that cannot be read raises (a bucket scan
+    would take the objects it hides for deleted ones), and so does a store root that is not
+    there (an unmounted volume, a moved directory: S3's ``NoSuchBucket``). Objects or
+    directories deleted while the walk runs are simply not listed."""
     base_dir = prefix.rsplit("/", 1)[0] if "/" in prefix else ""
     if base_dir:
         key_path(root, base_dir)  # refuses prefixes that leave the root
     start = root.joinpath(*base_dir.split("/")) if base_dir else root
+    _require_root(root)
     found: list[ObjectInfo] = []
-    for dirpath, _dirs, files in os.walk(start):
+    for dirpath, _dirs, files in os.walk(start, onerror=_walk_error):
         for name in files:
             if name.startswith(TMP_PREFIX):
                 continue
             path = Path(dirpath, name)
             key = path.relative_to(root).as_posix()
             if key.startswith(prefix):
-                st = path.stat()
+                try:
+                    st = path.stat()
+                except FileNotFoundError:
+                    continue  # deleted since the directory was read
                 found.append(ObjectInfo(key, st.st_size, st.st_mtime))
+    _require_root(root)  # gone during the walk: what it found may be only part
     found.sort(key=lambda info: info.key.encode())
     return found
+
+
+def _require_root(root: Path) -> None:
+    if not root.is_dir():
+        raise StorageError(f"store root {str(root)!r} is not a directory (not mounted, moved?)")
 
 
 def translate_os_error(key: str, exc: OSError) -> GatewayError:

@@ -4,6 +4,7 @@ The gateway is pointed at the proxy as its S3 endpoint. Faults apply to GETs who
 with ``Faults.suffix`` (``.log`` by default, so manifests and indexes still load):
 
 * ``"503"``: an S3 ``SlowDown`` error, every time;
+* ``"403"``: an S3 ``AccessDenied`` error, every time;
 * ``"stall"``: no response while the fault lasts (at most a minute);
 * ``"corrupt"``: the body of the real answer with one byte flipped (byte 100, inside
   the first batch or chunk of the answer);
@@ -24,10 +25,14 @@ from fastapi import FastAPI, Request, Response
 
 from tests.unit.api.server import running
 
-Mode = Literal["503", "stall", "corrupt", "corrupt_once"] | None
+Mode = Literal["503", "403", "stall", "corrupt", "corrupt_once"] | None
 SLOW_DOWN = (
     b'<?xml version="1.0" encoding="UTF-8"?>\n<Error><Code>SlowDown</Code>'
     b"<Message>Please reduce your request rate.</Message></Error>"
+)
+ACCESS_DENIED = (
+    b'<?xml version="1.0" encoding="UTF-8"?>\n<Error><Code>AccessDenied</Code>'
+    b"<Message>Access Denied</Message></Error>"
 )
 _PASSED_HEADERS = ("content-type", "content-range", "etag", "last-modified", "accept-ranges")
 
@@ -71,6 +76,8 @@ def _app(upstream: str, faults: Faults) -> FastAPI:
                 faults.mode = None
         if mode == "503":
             return Response(SLOW_DOWN, status_code=503, media_type="application/xml")
+        if mode == "403":
+            return Response(ACCESS_DENIED, status_code=403, media_type="application/xml")
         if mode == "stall":  # held until the test lifts the fault (or a minute passes)
             for _ in range(1200):
                 if faults.mode != "stall":

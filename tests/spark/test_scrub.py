@@ -1,5 +1,5 @@
 """``tiered-gateway scrub`` end to end on a local[2] Spark session: a clean demo bucket exits
-0 with an empty-but-for-info report; a bucket with four injected faults exits 1 and the report
+0 with an empty-but-for-info report; a bucket with five injected faults exits 1 and the report
 table names each with its check and object key. Two Spark runs in this module; the finer
 checks live in tests/unit/scrub (no Spark)."""
 
@@ -17,6 +17,7 @@ from pyspark.sql import SparkSession
 
 from gateway.cli import main
 from gateway.demo import DemoBucket, write_demo_bucket
+from gateway.kafka.batch import iter_batches
 from gateway.remote.keys import Suffix, parse_object_key
 from gateway.remote.manifest import parse_manifest
 from tests.unit.scrub.helpers import Bucket, copy_bucket
@@ -83,12 +84,16 @@ def test_a_faulty_bucket_exits_1_and_the_report_names_each_fault(
     for suffix in Suffix:
         bucket.path(gone.with_suffix(suffix).key).unlink()
     after = parse_object_key(logs[2], bucket.prefix).with_suffix(Suffix.MANIFEST).key
+    # 5. a flipped partitionLeaderEpoch (outside the CRC) in a plain .log
+    epoch_key = bucket.keys("inventory", 0, Suffix.LOG)[-1]
+    batch = list(iter_batches(bucket.path(epoch_key).read_bytes()))[-1]
+    bucket.flip(epoch_key, batch.position + 15)
 
     report = tmp_path / "report"
     assert main(scrub_args(bucket, report, "--json")) == 1
     summary = json.loads(capsys.readouterr().out)
     assert summary["exit_code"] == 1 and summary["segments"] == 30
-    assert summary["findings"]["error"] == 4
+    assert summary["findings"]["error"] == 5
     assert summary["records"] > 0 and summary["log_bytes_decoded"] > 0
     rows = pq.read_table(report).to_pylist()
     errors = {(r["check"], r["object_key"]) for r in rows if r["severity"] == "error"}
@@ -97,4 +102,5 @@ def test_a_faulty_bucket_exits_1_and_the_report_names_each_fault(
         ("missing-object", indexes_key),
         ("orphan-object", orphan_key),
         ("gap", after),
+        ("leader-epoch", epoch_key),
     }

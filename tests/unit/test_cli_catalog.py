@@ -105,6 +105,63 @@ def test_skipped_manifests_give_exit_1(
     assert "warning: skipped t/junk.rsm-manifest" in err
 
 
+def _manifest_path(root: Path, partition: int) -> Path:
+    (path,) = (root / "t" / f"orders-{TOPIC_ID}" / str(partition)).glob("*.rsm-manifest")
+    return path
+
+
+def test_unreadable_manifests_are_listed_with_the_offsets_they_claim(
+    tiered: tuple[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    bucket, _ = tiered
+    manifest = _manifest_path(tmp_path / "bucket", 1)
+    manifest.write_bytes(manifest.read_bytes()[:30])  # cut short
+    key = manifest.relative_to(tmp_path / "bucket").as_posix()
+    code, out, err = _run(
+        capsys, "catalog", "scan", "--store", bucket, "--key-prefix", "t/", "--json"
+    )
+    assert code == 1 and f"warning: skipped {key}: CorruptManifestError" in err
+    doc = json.loads(out)
+    (bad,) = doc["unreadable"]
+    assert {k: bad[k] for k in ("topic", "topic_id", "partition", "start_offset", "key")} == {
+        "topic": "orders",
+        "topic_id": TOPIC_ID,
+        "partition": 1,
+        "start_offset": 0,
+        "key": key,
+    }
+    assert "not JSON" in bad["reason"]
+    assert [(p["partition"], p["unreadable"]) for p in doc["partitions"]] == [(0, 0)]
+    code, out, _ = _run(capsys, "catalog", "scan", "--store", bucket, "--key-prefix", "t/")
+    assert code == 1
+    table, unreadable = out.split("\n\nUNREADABLE")
+    assert [r.split()[:4] for r in table.splitlines()[1:]] == [["orders", TOPIC_ID, "0", "1"]]
+    header, row = unreadable.splitlines()[1:]
+    assert header.split() == ["TOPIC", "TOPIC_ID", "PARTITION", "START_OFFSET", "KEY", "REASON"]
+    assert row.split()[:6] == ["orders", TOPIC_ID, "1", "0", key, "CorruptManifestError:"]
+
+
+def test_a_store_fault_exits_2_and_leaves_the_catalog_as_it_was(
+    tiered: tuple[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A bucket that cannot be listed (here: its directory is gone) is not an empty bucket: the
+    scan fails and the kept catalog still has every segment."""
+    bucket, _ = tiered
+    state = str(tmp_path / "scan-state")
+    scan = ["catalog", "scan", "--store", bucket, "--key-prefix", "t/", "--state-dir", state]
+    assert _run(capsys, *scan)[0] == 0
+    (tmp_path / "bucket").rename(tmp_path / "unmounted")
+    code, _, err = _run(capsys, *scan)
+    assert code == 2 and err.startswith("error: ") and "not a directory" in err
+    for partition in ("0", "1"):
+        code, out, _ = _run(
+            capsys, "catalog", "ls", "--state-dir", state, "--topic", "orders",
+            "--partition", partition, "--json",
+        )  # fmt: skip
+        assert code == 0
+        assert [json.loads(line)["state"] for line in out.splitlines()] == ["COPY_SEGMENT_FINISHED"]
+
+
 def test_ls_errors_are_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     code, _, err = _run(capsys, "catalog", "ls", "--topic", "x", "--partition", "0")
     assert (code, err.count("\n")) == (2, 1) and "needs --store" in err

@@ -27,7 +27,9 @@ from gateway.service.types import (
     IsolationLevel,
     OffsetResult,
     PartitionInfo,
+    Readiness,
     SegmentInfo,
+    UnreadableManifest,
 )
 from gateway.storage.retry import Deadline
 
@@ -64,6 +66,8 @@ def make_record(offset: int) -> FetchedRecord:
 @dataclass
 class FakeService:
     is_ready: bool = True
+    not_ready_reason: str | None = None
+    unreadable: tuple[UnreadableManifest, ...] = ()
     aborted: frozenset[int] = frozenset({10, 11, 12})
     fail: dict[str, BaseException] = field(default_factory=dict)
     fail_fetch_after: int | None = None
@@ -91,6 +95,11 @@ class FakeService:
 
     def ready(self) -> bool:
         return self.is_ready
+
+    def readiness(self) -> Readiness:
+        if not self.is_ready:
+            return Readiness(False, self.not_ready_reason)
+        return Readiness(True, None, self.unreadable)
 
     async def topics(self) -> dict[str, list[uuid.UUID]]:
         self._enter("topics")

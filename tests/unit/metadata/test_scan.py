@@ -4,21 +4,32 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
+import json
 import uuid
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
 
+from gateway.errors import (
+    ConfigurationError,
+    DeadlineExceededError,
+    GatewayError,
+    ObjectNotFoundError,
+    StorageError,
+    StorageUnavailableError,
+)
 from gateway.kafka.demo import write_demo_segment
 from gateway.metadata.backend import MemoryBackend
 from gateway.metadata.manager import RemoteLogMetadataManager
 from gateway.metadata.model import SegmentState, TopicIdPartition
-from gateway.metadata.scan import BucketScanner, checkpoint_reader
+from gateway.metadata.scan import BucketScanner, UnreadableSegment, checkpoint_reader
 from gateway.remote.keyring import KeyRing
-from gateway.remote.keys import Suffix
+from gateway.remote.keys import ObjectKey, Suffix
 from gateway.remote.manifest import RemoteLogSegmentMetadata as ManifestMetadata
+from gateway.remote.manifest import SegmentManifest
 from gateway.remote.reader import SegmentReader
 from gateway.remote.tiering import (
     LocalSegment,
@@ -28,8 +39,9 @@ from gateway.remote.tiering import (
     read_segment_dir,
     upload_segment,
 )
+from gateway.storage.base import ObjectInfo
 from gateway.storage.filesystem import FilesystemStore
-from gateway.storage.retry import Retrier, RetryPolicy
+from gateway.storage.retry import Deadline, Retrier, RetryPolicy
 
 TOPIC_ID = uuid.UUID(int=0xABC)
 TP = TopicIdPartition(TOPIC_ID, 2, "orders")
@@ -209,3 +221,255 @@ async def test_rescan_on_an_interval_picks_up_changes(
         task.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await task
+
+
+# --- store faults are not deletions; unreadable manifests keep their claim -------------------
+
+
+class FaultyStore(FilesystemStore):
+    """A real filesystem store whose listing or manifest GETs fail as a store can: access
+    denied, 5xx, network. ``list_fails_after``: objects listed before the listing fails."""
+
+    def __init__(self, root: Path) -> None:
+        super().__init__(root)
+        self.list_fault: GatewayError | None = None
+        self.list_fails_after = 0
+        self.get_faults: dict[str, GatewayError] = {}
+
+    async def list(self, prefix: str) -> AsyncIterator[ObjectInfo]:
+        listed = 0
+        async for info in super().list(prefix):
+            if self.list_fault is not None and listed >= self.list_fails_after:
+                raise self.list_fault
+            listed += 1
+            yield info
+        if self.list_fault is not None:
+            raise self.list_fault
+
+    async def get(self, key: str) -> bytes:
+        fault = self.get_faults.get(key)
+        if fault is not None:
+            raise fault
+        return await super().get(key)
+
+
+FAST = Retrier(RetryPolicy(max_attempts=2, base_delay=0.001, max_delay=0.002))
+FAULTS = [
+    ConfigurationError("LIST s3://b/tiered/: AccessDenied: check the bucket and credentials"),
+    StorageUnavailableError("LIST s3://b/tiered/: SlowDown"),
+    StorageError("LIST s3://b/tiered/: InternalError"),
+    DeadlineExceededError("LIST s3://b/tiered/: deadline passed"),
+]
+
+
+def manifest_key(o: SegmentObjects) -> str:
+    return o.key.with_suffix(Suffix.MANIFEST).key
+
+
+async def delete_segment(store: FilesystemStore, o: SegmentObjects) -> None:
+    for suffix in (Suffix.LOG, Suffix.INDEXES, Suffix.MANIFEST):
+        await store.delete(o.key.with_suffix(suffix).key)
+
+
+def without_metadata(o: SegmentObjects) -> bytes:
+    doc = json.loads(o.manifest_bytes())
+    del doc["remoteLogSegmentMetadata"]
+    return json.dumps(doc).encode()
+
+
+def catalog(rlmm: RemoteLogMetadataManager) -> list[tuple[int, int, str]]:
+    return [
+        (m.start_offset, m.end_offset, m.state.name)
+        for tp in rlmm.partitions()
+        for m in rlmm.list_remote_log_segments(tp)
+    ]
+
+
+async def test_a_store_root_that_is_gone_is_not_a_deletion(
+    local: LocalSegment, tmp_path: Path, rlmm: RemoteLogMetadataManager
+) -> None:
+    """An unmounted volume or a moved directory: the listing fails (it used to list nothing,
+    and the rescan removed every segment)."""
+    root = tmp_path / "bucket"
+    store = FilesystemStore(root)
+    for n, (start, end) in enumerate([(0, 99), (100, 199)], 1):
+        await upload_segment(store, objects(local, n, start, end))
+    scanner = BucketScanner(store, rlmm, key_prefix=PREFIX)
+    await scanner.scan()
+    before = catalog(rlmm)
+    root.rename(tmp_path / "elsewhere")
+    with pytest.raises(StorageError, match="not a directory"):
+        await scanner.scan()
+    assert (
+        catalog(rlmm)
+        == before
+        == [(0, 99, "COPY_SEGMENT_FINISHED"), (100, 199, "COPY_SEGMENT_FINISHED")]
+    )
+    assert (scanner.counters.scans, scanner.counters.aborted) == (1, 1)
+    (tmp_path / "elsewhere").rename(root)
+    report = await scanner.scan()
+    assert (report.registered, report.removed, report.unchanged) == (0, 0, 2)
+
+
+@pytest.mark.parametrize("fails_after", [0, 3], ids=["at-once", "mid-listing"])
+@pytest.mark.parametrize("fault", FAULTS, ids=lambda f: type(f).__name__)
+async def test_a_listing_that_fails_leaves_the_catalog_as_it_was(
+    local: LocalSegment,
+    tmp_path: Path,
+    rlmm: RemoteLogMetadataManager,
+    fault: GatewayError,
+    fails_after: int,
+) -> None:
+    store = FaultyStore(tmp_path / "bucket")
+    segs = [objects(local, n, s, s + 99) for n, s in enumerate([0, 100, 200], 1)]
+    for o in segs:
+        await upload_segment(store, o)
+    broken = objects(local, 9, 300, 399)
+    await store.put(manifest_key(broken), b"{")
+    scanner = BucketScanner(store, rlmm, key_prefix=PREFIX, retrier=FAST)
+    await scanner.scan()
+    before, claims = catalog(rlmm), scanner.unreadable_all()
+    assert len(before) == 3 and len(claims) == 1
+    # retention deletes a segment, a new one is uploaded, the broken manifest is repaired...
+    await delete_segment(store, segs[0])
+    await upload_segment(store, objects(local, 4, 400, 499))
+    await store.put(manifest_key(broken), broken.manifest_bytes())
+    store.list_fault, store.list_fails_after = fault, fails_after
+    with pytest.raises(type(fault)):
+        await scanner.scan()  # ...but the store cannot be listed: nothing of it is applied
+    assert catalog(rlmm) == before and scanner.unreadable_all() == claims
+    assert scanner.counters.aborted == 1
+    store.list_fault = None
+    report = await scanner.scan()
+    assert (report.registered, report.removed) == (2, 1)
+    assert [m.start_offset for m in rlmm.list_remote_log_segments(TP)] == [100, 200, 300, 400]
+    assert not scanner.unreadable_all()
+
+
+@pytest.mark.parametrize("fault", FAULTS, ids=lambda f: type(f).__name__)
+async def test_a_manifest_read_fault_aborts_the_pass(
+    local: LocalSegment, tmp_path: Path, rlmm: RemoteLogMetadataManager, fault: GatewayError
+) -> None:
+    """A manifest GET that fails for a transient or permission reason is neither a deletion nor
+    a corrupt manifest: the pass stops, the deletion it also found waits for the next pass."""
+    store = FaultyStore(tmp_path / "bucket")
+    first, second = objects(local, 1, 0, 99), objects(local, 2, 100, 199)
+    for o in (first, second):
+        await upload_segment(store, o)
+    scanner = BucketScanner(store, rlmm, key_prefix=PREFIX, retrier=FAST)
+    await scanner.scan()
+    before = catalog(rlmm)
+    await delete_segment(store, first)
+    new = objects(local, 3, 200, 299)
+    await upload_segment(store, new)
+    store.get_faults[manifest_key(new)] = fault
+    with pytest.raises(type(fault)):
+        await scanner.scan()
+    assert catalog(rlmm) == before and not scanner.unreadable_all()
+    assert scanner.counters.aborted == 1
+    del store.get_faults[manifest_key(new)]
+    report = await scanner.scan()
+    assert (report.registered, report.removed) == (1, 1)
+    assert [m.start_offset for m in rlmm.list_remote_log_segments(TP)] == [100, 200]
+
+
+async def test_a_manifest_deleted_between_listing_and_read_is_passed_over(
+    local: LocalSegment, tmp_path: Path, rlmm: RemoteLogMetadataManager
+) -> None:
+    store = FaultyStore(tmp_path / "bucket")
+    kept, gone = objects(local, 1, 0, 99), objects(local, 2, 100, 199)
+    for o in (kept, gone):
+        await upload_segment(store, o)
+    store.get_faults[manifest_key(gone)] = ObjectNotFoundError("gone")  # retention, just now
+    scanner = BucketScanner(store, rlmm, key_prefix=PREFIX)
+    report = await scanner.scan()
+    assert (report.registered, report.skipped) == (1, {})
+    assert not scanner.unreadable_all() and scanner.counters.aborted == 0
+
+
+async def test_unreadable_manifests_keep_their_claim_until_read_or_gone(
+    local: LocalSegment, store: FilesystemStore, rlmm: RemoteLogMetadataManager
+) -> None:
+    good = objects(local, 1, 0, 99)
+    truncated = objects(local, 2, 100, 199)
+    bare = objects(local, 3, 200, 299)
+    other_tp = TopicIdPartition(TOPIC_ID, 5, "orders")
+    elsewhere = objects(local, 4, 50, 149, tp=other_tp)
+    await upload_segment(store, good)
+    for o, data in [
+        (truncated, truncated.manifest_bytes()[:40]),
+        (bare, without_metadata(bare)),
+        (elsewhere, b"\x00not json"),
+    ]:
+        await upload_segment(store, o)
+        await store.put(manifest_key(o), data)
+    scanner = BucketScanner(store, rlmm, key_prefix=PREFIX)
+    report = await scanner.scan()
+    assert report.registered == 1
+    assert set(report.skipped) == {manifest_key(o) for o in (truncated, bare, elsewhere)}
+    claims = scanner.unreadable(TP)
+    assert [(u.start_offset, u.key) for u in claims] == [
+        (100, manifest_key(truncated)),
+        (200, manifest_key(bare)),
+    ]
+    assert "not JSON" in claims[0].reason
+    assert "no remoteLogSegmentMetadata" in claims[1].reason
+    assert all(isinstance(u, UnreadableSegment) for u in claims)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        claims[0].reason = "x"  # type: ignore[misc]
+    assert [(tp, u.start_offset) for tp, u in scanner.unreadable_all()] == [
+        (TP, 100),
+        (TP, 200),
+        (other_tp, 50),
+    ]
+    # a rescan reads them again: still unreadable, still claimed
+    again = await scanner.scan()
+    assert again.registered == 0 and len(scanner.unreadable_all()) == 3
+    # repaired: registered and released; deleted: released
+    await store.put(manifest_key(truncated), truncated.manifest_bytes())
+    await delete_segment(store, elsewhere)
+    fixed = await scanner.scan()
+    assert fixed.registered == 1
+    assert [u.start_offset for u in scanner.unreadable(TP)] == [200]
+    assert not scanner.unreadable(other_tp)
+    assert [m.start_offset for m in rlmm.list_remote_log_segments(TP)] == [0, 100]
+
+
+async def test_a_checkpoint_read_fault_aborts_the_pass(
+    local: LocalSegment, store: FilesystemStore, rlmm: RemoteLogMetadataManager
+) -> None:
+    await upload_segment(store, objects(local, 1, 0, 99))
+    calls = 0
+
+    async def failing(key: ObjectKey, manifest: SegmentManifest) -> bytes | None:
+        nonlocal calls
+        calls += 1
+        raise StorageUnavailableError(f"GET {key.key}: SlowDown")
+
+    scanner = BucketScanner(store, rlmm, key_prefix=PREFIX, checkpoint_reader=failing)
+    with pytest.raises(StorageUnavailableError):
+        await scanner.scan()
+    assert calls == 1 and catalog(rlmm) == [] and scanner.counters.aborted == 1
+
+
+async def test_forgetting_a_vanished_segment_needs_a_listing(
+    local: LocalSegment, tmp_path: Path, rlmm: RemoteLogMetadataManager
+) -> None:
+    """A HEAD that answers 404 because the store root is gone is not a deletion: the listing
+    that confirms it fails. With the root back and the manifest really gone, it is."""
+    root = tmp_path / "bucket"
+    store = FilesystemStore(root)
+    seg = objects(local, 1, 0, 99)
+    await upload_segment(store, seg)
+    scanner = BucketScanner(store, rlmm, key_prefix=PREFIX)
+    await scanner.scan()
+    (meta,) = rlmm.list_remote_log_segments(TP)
+    root.rename(tmp_path / "elsewhere")
+    with pytest.raises(StorageError, match="not a directory"):
+        await scanner.forget_if_vanished(meta, FAST, Deadline.after(30))
+    assert catalog(rlmm) == [(0, 99, "COPY_SEGMENT_FINISHED")]
+    (tmp_path / "elsewhere").rename(root)
+    assert not await scanner.forget_if_vanished(meta, FAST, Deadline.after(30))
+    await delete_segment(store, seg)
+    assert await scanner.forget_if_vanished(meta, FAST, Deadline.after(30))
+    assert catalog(rlmm) == []

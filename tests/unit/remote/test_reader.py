@@ -10,6 +10,7 @@ import uuid
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import Literal
 
 import pytest
 from Crypto.PublicKey import RSA
@@ -353,21 +354,50 @@ async def test_an_object_shorter_than_its_manifest_is_corrupt_not_retried(
     assert retrier.counters.retries == 0
 
 
+class CountingSlots(asyncio.Semaphore):
+    """The reader's GET slots, counting the callers that asked for one."""
+
+    def __init__(self, value: int) -> None:
+        super().__init__(value)
+        self.asked = 0
+
+    async def acquire(self) -> Literal[True]:
+        self.asked += 1
+        return await super().acquire()
+
+
 async def test_waiting_for_a_get_slot_does_not_eat_the_attempt_timeout(
     tmp_path: Path, segment: LocalSegment, keys: KeyRing, executor: ThreadPoolExecutor
 ) -> None:
-    class Slow(FilesystemStore):
-        async def get_range(self, key: str, start: int, end: int) -> bytes:
-            await asyncio.sleep(0.05)
-            return await super().get_range(key, start, end)
-
-    store = Slow(tmp_path)
+    """The test holds both GET slots until every GET of a read is queued and longer than one
+    attempt timeout has passed; only then does it let them through. Were the queueing counted
+    against the attempt, every queued GET would have timed out. No verdict rides on a race: a
+    loaded machine only makes the queueing longer, and once through, each GET is a local read
+    well inside the timeout."""
+    store = FilesystemStore(tmp_path)
     _, remote = await _tiered(store, segment, keys, chunk_size=512, compression=True)
-    retrier = Retrier(RetryPolicy(attempt_timeout=0.08))
+    attempt_timeout = 1.0
+    retrier = Retrier(RetryPolicy(attempt_timeout=attempt_timeout))
     reader = SegmentReader(store, retrier, executor, max_get_bytes=600, max_concurrent_gets=2)
-    assert await reader.read_range(remote, 0, remote.size, Deadline.after(30)) == segment.log
-    # >= 5 GETs over 2 slots at 50 ms each queue longer than one 80 ms attempt timeout
-    assert reader.counters.gets >= 5 and retrier.counters.timeouts == 0
+    slots = CountingSlots(2)
+    reader._gets = slots  # the reader's own slots, instrumented
+    chunks = remote.manifest.chunk_index.chunks_for_range(0, remote.size)
+    planned = len(plan_gets(chunks, 600))
+    assert planned >= 5
+    await slots.acquire()
+    await slots.acquire()  # both slots held: every GET queues
+    read = asyncio.ensure_future(reader.read_range(remote, 0, remote.size, Deadline.after(300)))
+    for _ in range(6000):
+        if slots.asked == 2 + planned:
+            break
+        await asyncio.sleep(0.01)
+    assert slots.asked == 2 + planned and retrier.counters.attempts == 0  # all queued, none run
+    await asyncio.sleep(attempt_timeout * 1.5)  # queued for longer than an attempt may take
+    slots.release()
+    slots.release()
+    assert await read == segment.log
+    assert reader.counters.gets == planned == retrier.counters.attempts
+    assert retrier.counters.timeouts == 0
 
 
 async def test_one_failed_get_cancels_its_siblings(

@@ -4,14 +4,24 @@ from __future__ import annotations
 
 import asyncio
 import os
+import shutil
+import tempfile
 from pathlib import Path
 
 import pytest
 
-from gateway.errors import ConfigurationError, InvalidKeyError, ObjectNotFoundError
+from gateway.errors import (
+    ConfigurationError,
+    GatewayError,
+    InvalidKeyError,
+    ObjectNotFoundError,
+    StorageError,
+)
 from gateway.storage.base import ObjectInfo
 from gateway.storage.factory import open_store
 from gateway.storage.filesystem import TMP_PREFIX, FilesystemStore
+
+NOBODY = 65534
 
 
 @pytest.fixture
@@ -116,3 +126,62 @@ async def test_symlink_loop_is_an_invalid_key(store: FilesystemStore) -> None:
     for op in (store.get("loop-a/x"), store.put("loop-a/x", b"1"), store.head("loop-a")):
         with pytest.raises((InvalidKeyError, ObjectNotFoundError)):
             await op
+
+
+async def test_listing_a_store_root_that_is_not_there_fails(tmp_path: Path) -> None:
+    """A missing root (an unmounted volume, a moved directory) is not an empty bucket: a scan
+    would take every object for deleted. A missing prefix directory under it lists nothing."""
+    store = FilesystemStore(tmp_path / "bucket")
+    with pytest.raises(StorageError, match="not a directory"):
+        await _keys(store, "tiered/")
+    (tmp_path / "bucket").mkdir()
+    assert await _keys(store, "tiered/") == []
+
+
+def _list(root: Path, prefix: str) -> str:
+    """What the filesystem store's listing gives: a count, or the error it raises."""
+    try:
+        return f"listed {len(asyncio.run(_keys(FilesystemStore(root), prefix)))}"
+    except GatewayError as exc:
+        return f"{type(exc).__name__}: {exc}"
+
+
+def _list_as_nobody(root: Path, prefix: str) -> str:
+    """:func:`_list` in a forked child that dropped root (as root, mode 000 denies nothing)."""
+    read_end, write_end = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: never returns into pytest
+        try:
+            os.setgroups([])
+            os.setgid(NOBODY)
+            os.setuid(NOBODY)
+            os.write(write_end, _list(root, prefix).encode())
+        except BaseException as exc:
+            os.write(write_end, f"child failed: {exc!r}".encode())
+        finally:
+            os._exit(0)
+    os.close(write_end)
+    with os.fdopen(read_end, "rb") as pipe:
+        out = pipe.read().decode()
+    os.waitpid(pid, 0)
+    return out
+
+
+def test_a_directory_that_cannot_be_read_fails_the_listing() -> None:
+    """Permission denied below the prefix: an error, never a listing with a hole in it."""
+    root = Path(tempfile.mkdtemp(prefix="tiered-gateway-perm-"))  # reachable by any user
+    try:
+        root.chmod(0o755)
+        for key in ("t/a/00.rsm-manifest", "t/b/00.rsm-manifest", "t/c/00.rsm-manifest"):
+            path = root.joinpath(*key.split("/"))
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_bytes(b"{}")
+        for d in (root / "t", root / "t" / "a", root / "t" / "b", root / "t" / "c"):
+            d.chmod(0o755)
+        assert _list(root, "t/") == "listed 3"
+        (root / "t" / "b").chmod(0)
+        out = _list_as_nobody(root, "t/") if os.geteuid() == 0 else _list(root, "t/")
+        assert out.startswith("ConfigurationError: access denied to object 't/'"), out
+    finally:
+        (root / "t" / "b").chmod(0o755)
+        shutil.rmtree(root)

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import gc
 import random
+import warnings
 
 import pytest
 
@@ -12,7 +14,7 @@ from gateway.errors import (
     ObjectNotFoundError,
     StorageUnavailableError,
 )
-from gateway.storage.retry import Deadline, Retrier, RetryPolicy
+from gateway.storage.retry import Deadline, Retrier, RetryPolicy, wait_within
 
 FAST = RetryPolicy(max_attempts=4, base_delay=0.001, max_delay=0.004, attempt_timeout=0.5)
 
@@ -89,3 +91,92 @@ def test_full_jitter_backoff_stays_within_its_envelope() -> None:
         delays = [policy.backoff(attempt, rng) for _ in range(200)]
         assert all(0 <= d <= cap for d in delays)
         assert max(delays) > cap * 0.8  # it does spread over the whole envelope
+
+
+class SingleFlight:
+    """A miniature single-flight cache: ``get`` joins the one load in flight (a shielded task,
+    as the index cache does), which waits until the test releases it."""
+
+    def __init__(self) -> None:
+        self.release = asyncio.Event()
+        self.loads = 0
+        self.value: bytes | None = None
+        self._inflight: asyncio.Task[bytes] | None = None
+
+    async def _load(self) -> bytes:
+        self.loads += 1
+        await self.release.wait()
+        self.value = b"indexes"
+        self._inflight = None
+        return self.value
+
+    async def get(self) -> bytes:
+        if self.value is not None:
+            return self.value  # a hit: no suspension
+        if self._inflight is None:
+            self._inflight = asyncio.create_task(self._load())
+        return await asyncio.shield(self._inflight)
+
+
+def _never_awaited(caught: list[warnings.WarningMessage]) -> list[str]:
+    return [str(w.message) for w in caught if "never awaited" in str(w.message)]
+
+
+async def test_a_passed_deadline_still_starts_the_work_and_leaves_nothing_unawaited() -> None:
+    cache = SingleFlight()
+    passed = Deadline.after(-1)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with pytest.raises(DeadlineExceededError, match="deadline passed"):
+            await wait_within(cache.get(), passed, "indexes of k")
+        gc.collect()
+    assert _never_awaited(caught) == []
+    await asyncio.sleep(0)
+    assert cache.loads == 1  # the load a waiter with no time left asked for is under way
+    cache.release.set()
+    for _ in range(100):  # a few loop turns; no clock involved
+        if cache.value is not None:
+            break
+        await asyncio.sleep(0)
+    # the cold partition warmed up: even a request whose deadline has passed gets the hit
+    assert await wait_within(cache.get(), passed, "indexes of k") == b"indexes"
+    assert cache.loads == 1
+
+
+async def test_waiters_that_give_up_do_not_poison_the_shared_load() -> None:
+    cache = SingleFlight()
+    patient = asyncio.ensure_future(wait_within(cache.get(), Deadline.after(60), "k"))
+    await asyncio.sleep(0)
+    with pytest.raises(DeadlineExceededError):  # no time at all
+        await wait_within(cache.get(), Deadline.after(-1), "k")
+    with pytest.raises(DeadlineExceededError, match="while waiting"):  # gives up while waiting
+        await wait_within(cache.get(), Deadline.after(0.01), "k")
+    assert not patient.done() and cache.loads == 1
+    cache.release.set()
+    assert await asyncio.wait_for(patient, 60) == b"indexes"  # the shared load was not cancelled
+    assert await wait_within(cache.get(), Deadline.after(60), "k") == b"indexes"
+    assert cache.loads == 1
+
+
+async def test_a_failure_after_every_waiter_gave_up_is_retrieved_not_logged() -> None:
+    failed = asyncio.Event()
+
+    async def load() -> bytes:
+        await asyncio.sleep(0)
+        failed.set()
+        raise StorageUnavailableError("503")
+
+    loop = asyncio.get_running_loop()
+    unhandled: list[dict[str, object]] = []
+    loop.set_exception_handler(lambda _loop, ctx: unhandled.append(ctx))
+    try:
+        with pytest.raises(DeadlineExceededError):
+            await wait_within(load(), Deadline.after(-1), "k")
+        await asyncio.wait_for(failed.wait(), 60)
+        for _ in range(10):
+            await asyncio.sleep(0)
+        gc.collect()
+        await asyncio.sleep(0)
+    finally:
+        loop.set_exception_handler(None)
+    assert unhandled == []

@@ -1,0 +1,212 @@
+"""A store fault is not a deletion, over real processes: ``tiered-gateway serve`` reads a moto S3
+bucket (the demo bucket's objects) through the fault proxy, which fails the bucket LISTs or the
+manifest GETs with S3's AccessDenied or SlowDown.
+
+* started while the bucket cannot be listed: /readyz 503 with the reason, every data route 503
+  ``not_ready`` (never ready with an empty catalog), then ready once the store answers;
+* a rescan that cannot list or read changes nothing (a deletion made meanwhile is applied only
+  once a listing succeeds), and is counted in /metrics.
+
+Waits poll for a condition with a generous bound: no verdict depends on a sleep.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import boto3
+import httpx
+import pytest
+
+from gateway.demo import DemoBucket, write_demo_bucket
+from tests.integration.fault_proxy import Faults, fault_proxy
+from tests.unit.api.server import free_port
+
+RECORDS = "/v1/topics/{topic}/partitions/{partition}/records"
+DATA_ROUTES = [
+    "/v1/topics",
+    "/v1/topics/orders/partitions",
+    "/v1/topics/orders/partitions/0",
+    "/v1/topics/orders/partitions/0/segments",
+    "/v1/topics/orders/partitions/0/offsets?timestamp=earliest",
+    "/v1/topics/orders/partitions/0/records?offset=0",
+]
+ABORTED = re.compile(r"^tiered_gateway_rescans_aborted_total (\S+)$", re.MULTILINE)
+
+
+@pytest.fixture(scope="module")
+def demo(tmp_path_factory: pytest.TempPathFactory) -> DemoBucket:
+    return write_demo_bucket(tmp_path_factory.mktemp("catalog-faults") / "demo")
+
+
+def _objects(demo: DemoBucket) -> dict[str, Path]:
+    root = demo.root / "bucket"
+    return {p.relative_to(root).as_posix(): p for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+@pytest.fixture
+def s3_name(demo: DemoBucket, moto_endpoint: str) -> str:
+    """A fresh moto bucket holding the demo bucket's objects."""
+    name = f"catalog-faults-{uuid.uuid4().hex[:12]}"
+    s3 = boto3.client("s3", endpoint_url=moto_endpoint, region_name="us-east-1")
+    s3.create_bucket(Bucket=name)
+    for key, path in _objects(demo).items():
+        s3.put_object(Bucket=name, Key=key, Body=path.read_bytes())
+    return name
+
+
+@pytest.fixture(scope="module")
+def proxy(moto_endpoint: str) -> Iterator[tuple[str, Faults]]:
+    with fault_proxy(moto_endpoint) as running:
+        yield running
+
+
+@pytest.fixture
+def faults(proxy: tuple[str, Faults]) -> Iterator[Faults]:
+    _, injected = proxy
+    injected.clear()
+    try:
+        yield injected
+    finally:
+        injected.mode, injected.suffix = None, ".log"
+
+
+@contextlib.contextmanager
+def serving(
+    demo: DemoBucket, store: str, proxy_url: str, log_path: Path, *extra: str
+) -> Iterator[httpx.Client]:
+    """``serve`` as a process, handed over once it answers /healthz (ready or not)."""
+    port = free_port()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TIERED_GATEWAY_")}
+    env.setdefault("AWS_ACCESS_KEY_ID", "testing")
+    env.setdefault("AWS_SECRET_ACCESS_KEY", "testing")
+    args = [*demo.serve_args[:1], store, *demo.serve_args[2:]]  # --store replaced
+    with log_path.open("wb") as log:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "gateway.cli", "serve", *args, "--s3-endpoint-url", proxy_url,
+             "--s3-region", "us-east-1", "--s3-path-style", "--retry-max-attempts", "2",
+             "--retry-base-delay-s", "0.01", "--port", str(port), "--log-level", "warning",
+             *extra],
+            stdout=log, stderr=subprocess.STDOUT, env=env,
+        )  # fmt: skip
+    try:
+        with httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=60) as client:
+            until(lambda: _alive(client, proc, log_path), "serve to answer /healthz")
+            yield client
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+def _alive(client: httpx.Client, proc: subprocess.Popen[bytes], log_path: Path) -> bool:
+    if proc.poll() is not None:
+        raise RuntimeError(f"serve exited with {proc.returncode}:\n{log_path.read_text()}")
+    try:
+        return client.get("/healthz", timeout=1).status_code == 200
+    except httpx.TransportError:
+        return False
+
+
+def until(condition: Callable[[], bool], what: str, seconds: float = 90) -> None:
+    """Poll ``condition`` until it holds; only a hang (``seconds``) fails."""
+    end = time.monotonic() + seconds
+    while not condition():
+        if time.monotonic() > end:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(0.05)
+
+
+def aborted(client: httpx.Client) -> float:
+    found = ABORTED.search(client.get("/metrics").text)
+    assert found is not None, "no tiered_gateway_rescans_aborted_total in /metrics"
+    return float(found.group(1))
+
+
+def segment_starts(client: httpx.Client, topic: str, partition: int) -> list[int]:
+    r = client.get(f"/v1/topics/{topic}/partitions/{partition}/segments")
+    assert r.status_code == 200, r.text
+    return [s["start_offset"] for s in r.json()["segments"]]
+
+
+def test_a_bucket_that_cannot_be_listed_at_start_means_not_ready(
+    demo: DemoBucket,
+    s3_name: str,
+    proxy: tuple[str, Faults],
+    faults: Faults,
+    tmp_path: Path,
+) -> None:
+    url, _ = proxy
+    faults.suffix, faults.mode = f"/{s3_name}", "403"  # the bucket LIST: AccessDenied
+    with serving(demo, f"s3://{s3_name}", url, tmp_path / "serve.log") as client:
+        until(lambda: "AccessDenied" in client.get("/readyz").text, "the reason in /readyz")
+        r = client.get("/readyz")
+        assert r.status_code == 503 and r.json()["error_code"] == "not_ready"
+        assert "retry-after" in r.headers
+        for route in DATA_ROUTES:  # not 404 unknown topic, not an empty topic list
+            got = client.get(route)
+            assert got.status_code == 503, (route, got.text)
+            assert got.json()["error_code"] == "not_ready" and got.json()["retriable"] is True
+        assert aborted(client) >= 1
+        faults.mode = None  # access granted: the retried first scan loads the catalog
+        until(lambda: client.get("/readyz").status_code == 200, "ready")
+        assert client.get("/readyz").json() == {"status": "ready"}
+        r = client.get(RECORDS.format(topic="orders", partition=0), params={"offset": 0})
+        assert r.status_code == 200 and r.json()["records"][0]["offset"] == 0
+
+
+@pytest.mark.parametrize(
+    ("what", "mode"),
+    [("list", "403"), ("list", "503"), ("manifest", "403"), ("manifest", "503")],
+)
+def test_a_rescan_that_meets_a_store_fault_changes_nothing(
+    demo: DemoBucket,
+    s3_name: str,
+    moto_endpoint: str,
+    proxy: tuple[str, Faults],
+    faults: Faults,
+    tmp_path: Path,
+    what: str,
+    mode: str,
+) -> None:
+    """Retention deletes the oldest segment of orders-0 and a new segment of orders-1 is
+    uploaded while the store fails the rescans' LISTs (or the new manifest's GET): the catalog
+    keeps the deleted segment and does not register the new one until a pass succeeds."""
+    url, _ = proxy
+    s3 = boto3.client("s3", endpoint_url=moto_endpoint, region_name="us-east-1")
+    keys = sorted(_objects(demo))
+    held_back = max(k for k in keys if "/orders-" in k and "/1/" in k and k.endswith("manifest"))
+    s3.delete_object(Bucket=s3_name, Key=held_back)  # the "new" segment, uploaded later
+    args = ("--rescan-interval-s", "0.2")
+    with serving(demo, f"s3://{s3_name}", url, tmp_path / "serve.log", *args) as client:
+        until(lambda: client.get("/readyz").status_code == 200, "ready")
+        starts0, starts1 = segment_starts(client, "orders", 0), segment_starts(client, "orders", 1)
+        doomed = next(k for k in keys if "/orders-" in k and "/0/" in k)  # the oldest of orders-0
+        doomed_prefix = doomed.rsplit(".", 1)[0]
+        faults.suffix = f"/{s3_name}" if what == "list" else ".rsm-manifest"
+        faults.mode = mode  # type: ignore[assignment]
+        for key in keys:
+            if key.startswith(doomed_prefix):
+                s3.delete_object(Bucket=s3_name, Key=key)
+        s3.put_object(
+            Bucket=s3_name, Key=held_back, Body=(demo.root / "bucket" / held_back).read_bytes()
+        )
+        before = aborted(client)
+        until(lambda: aborted(client) >= before + 2, "two rescans aborted by the fault")
+        assert segment_starts(client, "orders", 0) == starts0  # not deleted by a failed pass
+        assert segment_starts(client, "orders", 1) == starts1  # nor the new one registered
+        assert client.get("/readyz").json() == {"status": "ready"}
+        faults.mode = None
+        until(lambda: segment_starts(client, "orders", 0) == starts0[1:], "the deletion applied")
+        until(lambda: len(segment_starts(client, "orders", 1)) == len(starts1) + 1, "the upload")
