@@ -29,6 +29,7 @@ leaves the registry when a later pass reads the manifest fine or finds it gone.
 from __future__ import annotations
 
 import asyncio
+import itertools
 import logging
 import uuid
 from collections.abc import Awaitable, Callable, Coroutine, Sequence
@@ -136,6 +137,15 @@ class ScanReport:
         }
 
 
+def _epochs_fit(epochs: Sequence[tuple[int, int]], start: int, end: int) -> bool:
+    """The copier writes the epochs of ``[start, end]``, the first clamped to ``start``
+    (``remote-read-semantics.md`` §2): starts rise with the epochs, inside the segment."""
+    ordered = sorted(epochs, key=lambda e: e[1])
+    if not ordered or ordered[0][1] != start or ordered[-1][1] > end:
+        return False
+    return all(b[0] > a[0] and b[1] > a[1] for a, b in itertools.pairwise(ordered))
+
+
 def metadata_from_manifest(key: ObjectKey, manifest: SegmentManifest) -> RemoteLogSegmentMetadata:
     """The COPY_SEGMENT_STARTED event for a manifest; :class:`CorruptManifestError` when its
     ``remoteLogSegmentMetadata`` is missing or disagrees with the object key."""
@@ -149,6 +159,14 @@ def metadata_from_manifest(key: ObjectKey, manifest: SegmentManifest) -> RemoteL
             f"manifest {key.key!r}: remoteLogSegmentMetadata names "
             f"{meta.topic}-{meta.partition} segment {meta.segment_id} at {meta.start_offset}, "
             "not the segment of its key"
+        )
+    if not _epochs_fit(meta.segment_leader_epochs, meta.start_offset, meta.end_offset):
+        # The copier writes the epochs of [startOffset, endOffset], the first one clamped to
+        # startOffset (remote-read-semantics.md §2), each starting after the one before.
+        raise CorruptManifestError(
+            f"manifest {key.key!r}: segmentLeaderEpochs {dict(meta.segment_leader_epochs)} do not "
+            f"start at the segment's start offset {meta.start_offset} and rise within its "
+            f"offsets up to {meta.end_offset}"
         )
     tp = TopicIdPartition(key.topic_id, key.partition, key.topic)
     try:

@@ -51,7 +51,9 @@ class TimestampSearch:
         self._max_seen = NO_TIMESTAMP
 
     def add(self, batch: RecordBatch) -> TimestampHit | None:
-        """The answer, if it is in ``batch`` (its CRC is checked before its records are read)."""
+        """The answer, if it is in ``batch``. Its CRC is checked first: ``maxTimestamp`` decides
+        whether the batch is passed over."""
+        batch.ensure_valid()
         entry = self._entry
         if entry.timestamp != NO_TIMESTAMP and batch.base_offset <= entry.offset:
             claimed_max = entry.timestamp
@@ -67,7 +69,7 @@ class TimestampSearch:
         if batch.max_timestamp < timestamp or batch.last_offset < start:
             return None
         log_append = bool(batch.attributes & TIMESTAMP_TYPE_MASK)
-        for record in batch.records():  # checks the CRC first
+        for record in batch.records(verify_crc=False):
             ts = batch.max_timestamp if log_append else record.timestamp
             if ts >= timestamp and record.offset >= start:
                 epoch = batch.partition_leader_epoch
@@ -76,14 +78,16 @@ class TimestampSearch:
 
     def finish(self, segment_max_timestamp: int, start_offset: int) -> None:
         """The segment was read to its end without a hit; ``segment_max_timestamp`` is what its
-        metadata promises. When the whole segment was read from byte 0 and every offset in it
-        may answer, the promise must have been kept."""
-        if (
-            self._from_start
-            and self._start <= start_offset
-            and segment_max_timestamp >= self._timestamp > self._max_seen
-        ):
+        metadata promises. The segment's largest timestamp is now known: the largest seen, or
+        the time index entry's for the records before the read (checked above), unless the
+        read began past the segment's start with no entry to vouch for what it skipped. When
+        every offset of the segment may answer, the metadata's promise must match it."""
+        entry = self._entry
+        if not self._from_start and entry.timestamp == NO_TIMESTAMP:
+            return
+        largest = max(self._max_seen, entry.timestamp)
+        if self._start <= start_offset and segment_max_timestamp >= self._timestamp > largest:
             raise CorruptIndexError(
                 f"{self._key}: the segment metadata promises a timestamp of "
-                f"{segment_max_timestamp}, but its largest is {self._max_seen}"
+                f"{segment_max_timestamp}, but its largest is {largest}"
             )

@@ -95,7 +95,9 @@ class MarkerLedger:
             txn.batches.append(batch.base_offset)
 
     def close(self, batch: RecordBatch) -> None:
-        """A batch read after the response, only to resolve transactions still open."""
+        """A batch read after the response, only to resolve transactions still open (its CRC
+        is checked: the attributes say whether it is a marker)."""
+        batch.ensure_valid()
         if batch.is_control and batch.producer_id in self._open:
             self.add(batch)
 

@@ -281,6 +281,9 @@ class GatewayService:
         elif isolation is IsolationLevel.READ_COMMITTED:
             aborted = ()
         start, end = await asyncio.to_thread(remote_bounds, self.rlmm, tp)
+        # The answer carries the log's bounds: unknown while a manifest before or after the
+        # readable segments cannot be read (a shorter log would end a consumer's walk early).
+        self._offsets.claim_outside(tp, start, end)
         return FetchResult(
             tp.topic, tp.topic_id, tp.partition, to_batches(reads), next_offset, start, end, aborted
         )

@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from gateway.errors import CorruptIndexError, CorruptRecordError, GatewayError
+from gateway.errors import CorruptIndexError, CorruptRecordError, CrcMismatchError, GatewayError
 from gateway.kafka.batch import RecordBatch, iter_batches
 from gateway.kafka.builder import RecordInput, build_batch, end_txn_marker
 from gateway.kafka.control import ControlRecordType
@@ -162,3 +162,15 @@ def test_the_timestamp_search_checks_the_time_index_entry() -> None:
     with pytest.raises(CorruptIndexError):
         for b in batches:
             lying.add(b)
+
+
+def test_the_timestamp_search_checks_the_crc_of_batches_it_passes_over() -> None:
+    """``maxTimestamp`` decides whether a batch is passed over; it is covered by the CRC, so a
+    damaged one is an error, not a later (wrong) answer."""
+    raw, _ = segment()
+    damaged = bytearray(raw)
+    damaged[35] ^= 0x40  # the first batch's maxTimestamp, now far in the past
+    search = TimestampSearch("k", 1000, 0, TimestampOffset(-1, 10), from_segment_start=True)
+    with pytest.raises(CrcMismatchError):
+        for b in iter_batches(bytes(damaged)):
+            search.add(b)

@@ -267,3 +267,18 @@ async def test_a_manifest_that_cannot_be_read_still_claims_its_offsets(
                 await svc.list_offsets(TOPIC, 0, spec, Deadline.after(10))
         with pytest.raises(CorruptManifestError):
             await svc.list_offsets(TOPIC, 0, "max_timestamp", Deadline.after(10))
+
+
+async def test_leader_epochs_that_do_not_start_at_the_segment_start_are_unreadable(
+    demo: DemoBucket, bucket: Path
+) -> None:
+    """``segmentLeaderEpochs`` {"0":0} damaged to {"0":1}: the remote log used to start at 1."""
+    manifest = objects(bucket, "rsm-manifest")[0]
+    text = manifest.read_bytes()
+    assert b'"segmentLeaderEpochs":{"0":0}' in text
+    manifest.write_bytes(
+        text.replace(b'"segmentLeaderEpochs":{"0":0}', b'"segmentLeaderEpochs":{"0":1}')
+    )
+    async with ready_service(settings(demo, bucket)) as svc:
+        with pytest.raises(CorruptManifestError, match="segmentLeaderEpochs"):
+            await svc.list_offsets(TOPIC, 0, "earliest", Deadline.after(10))
