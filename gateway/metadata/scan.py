@@ -38,6 +38,7 @@ from typing import Any, TypeVar
 
 from gateway.errors import (
     ConfigurationError,
+    CorruptCheckpointError,
     CorruptManifestError,
     DeadlineExceededError,
     GatewayError,
@@ -483,12 +484,41 @@ class BucketScanner:
                 continue  # an older segment than what the manager has: its lineage is shorter
             try:
                 entries = [(e.epoch, e.start_offset) for e in parse_leader_epoch_checkpoint(data)]
+                self._check_lineage(tp, entries, key)
                 self._manager.set_epoch_lineage(tp, meta.segment_id.id, entries)
             except GatewayError as exc:
                 report.skipped[key.with_suffix(Suffix.INDEXES).key] = f"{type(exc).__name__}: {exc}"
                 continue
             count += 1
         return count
+
+    def _check_lineage(
+        self, tp: TopicIdPartition, entries: list[tuple[int, int]], key: ObjectKey
+    ) -> None:
+        """A checkpoint is trusted only where the segments' own epoch maps agree with it: each
+        of its epochs that starts inside the remote log starts there in the map of the segment
+        holding that offset, and the epoch it gives the remote log's first offset is the first
+        segment's. Raises :class:`CorruptCheckpointError` (O(entries) lookups, blocking)."""
+        manager = self._manager
+        start, end = manager.remote_log_start_offset(tp), manager.remote_log_end_offset(tp)
+        if start is None or end is None:
+            return
+        where = key.with_suffix(Suffix.INDEXES).key
+        before = [e for e in entries if e[1] <= start]
+        first = manager.remote_log_segment_metadata(tp, before[-1][0], start) if before else None
+        if first is None or first.segment_leader_epochs[0][0] != before[-1][0]:
+            raise CorruptCheckpointError(
+                f"{where}: the leader-epoch checkpoint {entries} does not give the remote log's "
+                f"first offset {start} the epoch its segment does"
+            )
+        for epoch, offset in entries:
+            if start < offset <= end:
+                holder = manager.remote_log_segment_metadata(tp, epoch, offset)
+                if holder is None or (epoch, offset) not in holder.segment_leader_epochs:
+                    raise CorruptCheckpointError(
+                        f"{where}: the leader-epoch checkpoint starts epoch {epoch} at offset "
+                        f"{offset}; no segment's epoch map says so"
+                    )
 
     async def run_forever(self, interval: float) -> None:
         """Rescan every ``interval`` seconds until cancelled; a failed pass is logged (and,

@@ -16,20 +16,25 @@ and one segment uploaded twice (the re-upload by the next leader displaces the f
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
+import importlib
 import random
 import struct
+import types
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Final
+from unittest import mock
 
 import boto3
 from Crypto.PublicKey import RSA
 
 from gateway.kafka.codecs import Codec
 from gateway.kafka.writer import SegmentWriter
+from gateway.remote import transforms
 from gateway.remote.keyring import KeyRing
 from gateway.remote.tiering import (
     SegmentObjects,
@@ -53,6 +58,18 @@ EPOCH_AT: Final = {0: 0, 14: 2, 30: 5}  # batch index -> new leader epoch
 REUPLOADED_SEGMENT: Final = 1
 CODECS: Final = (Codec.NONE, Codec.GZIP, Codec.SNAPPY, Codec.LZ4, Codec.ZSTD)
 BUILDER_NAMES: Final = ("kafka-python", "aiokafka-py", "aiokafka-c")
+
+
+@dataclass(frozen=True, slots=True)
+class Shape:
+    """How much each partition holds; the defaults are the end-to-end tests' bucket. Smaller
+    values keep every case (codecs, transactions, epochs, the re-upload) in fewer bytes."""
+
+    batches: int = BATCHES
+    roll_every: int = ROLL_EVERY
+    big_value: int = BIG_VALUE
+    max_value: int = 300  # other values are 0 to max_value - 1 bytes
+    index_interval_bytes: int = 1024
 
 
 @dataclass(frozen=True, slots=True)
@@ -124,11 +141,11 @@ class IndependentBucket:
                 *extra]  # fmt: skip
 
 
-def _records(rng: random.Random, ts: int, count: int) -> list[Rec]:
+def _records(rng: random.Random, ts: int, count: int, max_value: int = 300) -> list[Rec]:
     out = []
     for j in range(count):
         key = None if rng.random() < 0.2 else f"key-{rng.randrange(1000)}".encode()
-        value = None if rng.random() < 0.1 else rng.randbytes(rng.randrange(0, 300))
+        value = None if rng.random() < 0.1 else rng.randbytes(rng.randrange(0, max_value))
         headers: list[tuple[str, bytes | None]] = [
             (rng.choice(["trace-id", "ü-origin", "", "h"]), None if rng.random() < 0.3 else
              rng.randbytes(rng.randrange(0, 20)))
@@ -149,10 +166,12 @@ def _marker(kind: int, pid: int, ts: int) -> bytes:
 
 
 class _PartitionWriter:
-    def __init__(self, folder: Path, written: WrittenPartition) -> None:
+    def __init__(
+        self, folder: Path, written: WrittenPartition, index_interval_bytes: int = 1024
+    ) -> None:
         self.folder = folder
         self.written = written
-        self.writer = SegmentWriter(base_offset=0, index_interval_bytes=1024)
+        self.writer = SegmentWriter(base_offset=0, index_interval_bytes=index_interval_bytes)
         self.epoch = 0
         self.batches = 0
 
@@ -198,21 +217,23 @@ class _PartitionWriter:
         self.writer = self.writer.next_segment()
 
 
-def _fill(folder: Path, written: WrittenPartition, rng: random.Random) -> None:
-    out = _PartitionWriter(folder, written)
+def _fill(
+    folder: Path, written: WrittenPartition, rng: random.Random, shape: Shape = Shape()
+) -> None:
+    out = _PartitionWriter(folder, written, shape.index_interval_bytes)
     pid = 4000 + written.partition
     sequence = 0
     open_txn: list[int] = []
     ts = BASE_TS
-    for i in range(BATCHES):
-        if i and i % ROLL_EVERY == 0:
+    for i in range(shape.batches):
+        if i and i % shape.roll_every == 0:
             out.roll()
         out.epoch = EPOCH_AT.get(i, out.epoch)
         codec = CODECS[i % len(CODECS)]
         builder = BUILDER_NAMES[i % len(BUILDER_NAMES)]
         step = i % 10
         if step in (3, 5):  # a transactional batch of an open transaction
-            recs = _records(rng, ts, rng.randrange(1, 5))
+            recs = _records(rng, ts, rng.randrange(1, 5), shape.max_value)
             raw = build(builder, 0, recs, codec=codec, transactional=True, producer_id=pid,
                         producer_epoch=0, base_sequence=sequence)  # fmt: skip
             sequence += len(recs)
@@ -226,9 +247,9 @@ def _fill(folder: Path, written: WrittenPartition, rng: random.Random) -> None:
                     written.records[k] = dataclasses.replace(written.records[k], aborted=True)
             open_txn = []
         else:
-            recs = _records(rng, ts, rng.randrange(1, 7))
+            recs = _records(rng, ts, rng.randrange(1, 7), shape.max_value)
             if i == 17:
-                recs[0] = dataclasses.replace(recs[0], value=rng.randbytes(BIG_VALUE))
+                recs[0] = dataclasses.replace(recs[0], value=rng.randbytes(shape.big_value))
             append_time = ts + 700 if i % 7 == 2 else None
             out.append(build(builder, 0, recs, codec=codec), recs, log_append_time=append_time)
         ts += 1000
@@ -237,7 +258,11 @@ def _fill(folder: Path, written: WrittenPartition, rng: random.Random) -> None:
 
 
 def _uploads(
-    spec: TopicSpec, partition: int, folder: Path, keys: KeyRing
+    spec: TopicSpec,
+    partition: int,
+    folder: Path,
+    keys: KeyRing,
+    ids: random.Random | None = None,
 ) -> Iterator[SegmentObjects]:
     for index, segment in enumerate(read_segment_dir(folder, include_active=True)):
         for upload in range(2 if index == REUPLOADED_SEGMENT else 1):
@@ -246,6 +271,8 @@ def _uploads(
             meta = dataclasses.replace(
                 meta, event_timestamp_ms=meta.max_timestamp_ms + 60_000 * (1 + upload)
             )
+            if ids is not None:
+                meta = dataclasses.replace(meta, segment_id=uuid.UUID(bytes=ids.randbytes(16)))
             yield build_segment_objects(segment, meta, key_prefix=KEY_PREFIX,
                                         options=spec.options, keys=keys)  # fmt: skip
 
@@ -271,22 +298,56 @@ def upload_to_moto(bucket: IndependentBucket, endpoint: str, name_prefix: str) -
     return name
 
 
-def write_independent_bucket(root: Path) -> IndependentBucket:
+@contextlib.contextmanager
+def _seeded_secrets(rng: random.Random | None) -> Iterator[None]:
+    """Data keys, AADs, IVs and OAEP padding drawn from ``rng`` while the objects are built
+    (none: the system's randomness, as the plugin does)."""
+    if rng is None:
+        yield
+        return
+    with contextlib.ExitStack() as stack:
+        draw = rng.randbytes
+        stack.enter_context(
+            mock.patch.object(transforms, "secrets", types.SimpleNamespace(token_bytes=draw))
+        )
+        # The RSA-OAEP padding of a wrapped data key: pycryptodome's default random source.
+        oaep = importlib.import_module("Crypto.Cipher.oaep")
+        if hasattr(oaep, "Random"):
+            fake = types.SimpleNamespace(get_random_bytes=draw)
+            stack.enter_context(mock.patch.object(oaep, "Random", fake))
+        yield
+
+
+def write_independent_bucket(
+    root: Path,
+    *,
+    topics: tuple[TopicSpec, ...] = TOPICS,
+    shape: Shape = Shape(),
+    seed: str | None = None,
+) -> IndependentBucket:
     """Broker folders under ``root/segments``, the key pair under ``root/keys``; the objects
-    are built but not uploaded (see :func:`upload_all`)."""
+    are built but not uploaded (see :func:`upload_all`).
+
+    ``topics`` and ``shape``: a smaller bucket (the corruption campaign). ``seed``: the key
+    pair, segment ids, data keys, AADs, IVs and the RSA-OAEP padding of the wrapped data keys
+    come from it, so the same seed builds the same bytes (but the mtime in the header of a
+    gzip batch, the second it was built at)."""
     key_path = root / "keys" / f"{KEY_ID}.pem"
     key_path.parent.mkdir(parents=True)
-    key_path.write_bytes(RSA.generate(2048).export_key(format="PEM", pkcs=8))
+    randfunc = None if seed is None else random.Random(f"{seed}/rsa").randbytes
+    key_path.write_bytes(RSA.generate(2048, randfunc=randfunc).export_key(format="PEM", pkcs=8))
     keys = KeyRing.from_specs([f"{KEY_ID}={key_path}"])
+    ids = None if seed is None else random.Random(f"{seed}/ids")
     partitions: dict[tuple[str, int], WrittenPartition] = {}
     uploads: list[SegmentObjects] = []
-    for spec in TOPICS:
-        for p in range(spec.partitions):
-            folder = root / "segments" / f"{spec.name}-{p}"
-            written = WrittenPartition(spec.name, p)
-            _fill(folder, written, random.Random(f"{spec.name}/{p}"))
-            partitions[(spec.name, p)] = written
-            uploads += _uploads(spec, p, folder, keys)
+    with _seeded_secrets(None if seed is None else random.Random(f"{seed}/secrets")):
+        for spec in topics:
+            for p in range(spec.partitions):
+                folder = root / "segments" / f"{spec.name}-{p}"
+                written = WrittenPartition(spec.name, p)
+                _fill(folder, written, random.Random(f"{spec.name}/{p}"), shape)
+                partitions[(spec.name, p)] = written
+                uploads += _uploads(spec, p, folder, keys, ids)
 
     def event_time(o: SegmentObjects) -> int:
         meta = o.manifest.remote_log_segment_metadata

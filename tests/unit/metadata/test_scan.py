@@ -172,9 +172,9 @@ async def test_bad_manifests_are_reported_and_skipped(
 async def test_lineage_comes_from_the_newest_segment_checkpoint(
     local: LocalSegment, store: FilesystemStore, rlmm: RemoteLogMetadataManager
 ) -> None:
-    # Manifests claim epochs {0, 5}; the .indexes checkpoint (the demo's) says 0 -> 0, 3 -> 150.
+    # The .indexes checkpoint (the demo's) says 0 -> 0, 3 -> 150, as the manifests do.
     await upload_segment(store, objects(local, 1, 0, 99, ((0, 0),)))
-    await upload_segment(store, objects(local, 2, 100, 199, ((0, 100), (5, 180))))
+    await upload_segment(store, objects(local, 2, 100, 199, ((0, 100), (3, 150))))
     retrier = Retrier(RetryPolicy())
     with ThreadPoolExecutor(2) as pool:
         reader = SegmentReader(store, retrier, pool)
@@ -184,8 +184,29 @@ async def test_lineage_comes_from_the_newest_segment_checkpoint(
         report = await scanner.scan()
     assert report.lineages == 1
     lineage = [tuple(e) for e in rlmm.epoch_lineage(TP)]
-    assert lineage == [(0, 0), (3, 150), (5, 180)]
+    assert lineage == [(0, 0), (3, 150)]
     assert rlmm.epoch_for_offset(TP, 160) == 3
+
+
+async def test_a_checkpoint_the_epoch_maps_contradict_is_not_trusted(
+    local: LocalSegment, store: FilesystemStore, rlmm: RemoteLogMetadataManager
+) -> None:
+    """Manifests claim epochs {0, 5}; the checkpoint says 0 -> 0, 3 -> 150, which no segment's
+    map says: one of them is damaged, and the checkpoint is the one nothing reads records by.
+    It is reported and the lineage comes from the maps (issue 13: a flipped checkpoint byte
+    changed the epochs ListOffsets answered with)."""
+    await upload_segment(store, objects(local, 1, 0, 99, ((0, 0),)))
+    await upload_segment(store, objects(local, 2, 100, 199, ((0, 100), (5, 180))))
+    retrier = Retrier(RetryPolicy())
+    with ThreadPoolExecutor(2) as pool:
+        reader = SegmentReader(store, retrier, pool)
+        scanner = BucketScanner(
+            store, rlmm, key_prefix=PREFIX, checkpoint_reader=checkpoint_reader(reader, KeyRing())
+        )
+        report = await scanner.scan()
+    assert report.lineages == 0
+    assert any(k.endswith(".indexes") and "epoch 3" in v for k, v in report.skipped.items())
+    assert [tuple(e) for e in rlmm.epoch_lineage(TP)] == [(0, 0), (5, 180)]
 
 
 async def test_lineage_without_checkpoints_merges_the_epoch_maps(
