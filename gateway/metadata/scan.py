@@ -32,9 +32,9 @@ import asyncio
 import itertools
 import logging
 import uuid
-from collections.abc import Awaitable, Callable, Coroutine, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import TypeVar
 
 from gateway.errors import (
     ConfigurationError,
@@ -57,7 +57,7 @@ from gateway.metadata.model import (
 from gateway.remote.keyring import KeyRing
 from gateway.remote.keys import ObjectKey, Suffix, parse_object_key
 from gateway.remote.manifest import IndexType, SegmentManifest, parse_manifest
-from gateway.remote.reader import RemoteSegment, SegmentReader
+from gateway.remote.reader import RemoteSegment, SegmentReader, all_or_nothing
 from gateway.storage.base import ObjectStore
 from gateway.storage.retry import Deadline, Retrier, RetryPolicy
 from indexcache.epoch import parse_leader_epoch_checkpoint
@@ -102,18 +102,6 @@ def is_store_fault(exc: BaseException) -> bool:
     return isinstance(
         exc, StorageError | DeadlineExceededError | ConfigurationError | OSError | TimeoutError
     )
-
-
-async def _all_or_nothing(coros: Sequence[Coroutine[Any, Any, T]]) -> list[T]:
-    """``gather``, but the first failure cancels the siblings (an aborted pass reads no more)."""
-    tasks = [asyncio.ensure_future(c) for c in coros]
-    try:
-        return list(await asyncio.gather(*tasks))
-    except BaseException:
-        for task in tasks:
-            task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
-        raise
 
 
 @dataclass
@@ -317,7 +305,7 @@ class BucketScanner:
                 log.warning("bucket scan cannot read %s: %s", key.key, error)
                 return None
 
-        found = await _all_or_nothing([one(k) for k in keys])
+        found = await all_or_nothing([one(k) for k in keys])
         return [f for f in found if f is not None], unreadable
 
     async def scan(self) -> ScanReport:

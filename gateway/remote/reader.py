@@ -140,9 +140,9 @@ def detransform_get(
     return out
 
 
-async def _all_or_nothing(coros: Sequence[Coroutine[Any, Any, T]]) -> list[T]:
+async def all_or_nothing(coros: Sequence[Coroutine[Any, Any, T]]) -> list[T]:
     """``gather``, but the first failure cancels the siblings: no GETs, retries or decoding
-    for a response that has already failed."""
+    for a response (or a bucket scan pass) that has already failed."""
     tasks = [asyncio.ensure_future(c) for c in coros]
     try:
         return list(await asyncio.gather(*tasks))
@@ -223,7 +223,7 @@ class SegmentReader:
 
     async def _read_plain(self, key: str, start: int, end: int, deadline: Deadline) -> bytes:
         step = self._max_get_bytes
-        parts = await _all_or_nothing(
+        parts = await all_or_nothing(
             [self._get(key, lo, min(lo + step, end), deadline) for lo in range(start, end, step)]
         )
         return b"".join(parts)
@@ -267,7 +267,7 @@ class SegmentReader:
                 self._executor, detransform_get, data, get, transform, key
             )
 
-        decoded = await _all_or_nothing([fetch(g) for g in plan_gets(chunks, self._max_get_bytes)])
+        decoded = await all_or_nothing([fetch(g) for g in plan_gets(chunks, self._max_get_bytes)])
         pieces = [piece for group in decoded for piece in group]
         self.counters.chunks_decoded += len(pieces)
         return pieces

@@ -34,6 +34,7 @@ from gateway.remote.keys import encode_uuid
 from gateway.remote.reader import SegmentReader
 from gateway.service.chunk_disk import ChunkDiskTier
 from gateway.service.chunks import ChunkCache
+from gateway.service.committed import committed
 from gateway.service.fetch import Fetcher, SegmentVanishedError, remote_bounds, to_batches
 from gateway.service.metrics import render_metrics
 from gateway.service.offsets import OffsetFinder
@@ -274,7 +275,7 @@ class GatewayService:
             reads, next_offset = await self._fetcher.fetch(tp, offset, max_bytes, deadline)
         aborted = None
         if isolation is IsolationLevel.READ_COMMITTED and reads:
-            reads, found, cut = await self._fetcher.committed(tp, reads, deadline)
+            reads, found, cut = await committed(self._fetcher, tp, reads, deadline)
             aborted = tuple(found)
             if cut is not None:
                 next_offset = cut

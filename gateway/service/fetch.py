@@ -17,17 +17,7 @@ further than the broker, deliberately:
   the metadata before use, the next segment must start right after the previous one ends (a
   hole is :class:`RemoteGapError`, never hopped over; a manifest the scan could not read claims
   its range), and every returned batch has its CRC checked;
-* read_committed collects aborted transactions as §8 does, then checks them against the
-  control records: transactions still open where the response ends are followed to their
-  markers, and every transactional batch must get the same verdict from the index as from its
-  marker (:mod:`gateway.read.txn`). A transaction whose marker is not tiered yet ends the
-  response before its first batch.
-
-§8's collection: from the first batch's base offset to the upper bound (the first offset-index
-entry at or after the end of what was read in the last segment, else that segment's end + 1),
-walking transaction indexes from the first segment read onwards until one search is complete;
-segments whose transaction index is empty are skipped without a GET (KAFKA-16780), and the end
-of the remote tier counts as complete.
+* read_committed (:mod:`gateway.service.committed`) is checked against the control records.
 """
 
 from __future__ import annotations
@@ -44,17 +34,15 @@ from gateway.errors import (
     ObjectNotFoundError,
     OffsetOutOfRangeError,
     RemoteGapError,
-    TransactionPendingError,
     add_context,
 )
-from gateway.kafka.batch import RecordBatch, iter_batches
+from gateway.kafka.batch import RecordBatch
 from gateway.metadata.manager import RemoteLogMetadataManager
 from gateway.metadata.model import RemoteLogSegmentMetadata, SegmentState, TopicIdPartition
 from gateway.read.framing import SegmentBounds, SegmentFramer
-from gateway.read.txn import MarkerLedger, check_verdicts
 from gateway.remote.keys import Suffix
 from gateway.service.segments import SegmentSource
-from gateway.service.types import AbortedTransaction, FetchedBatches
+from gateway.service.types import FetchedBatches
 from gateway.storage.retry import Deadline
 from indexcache import SegmentIndexes
 
@@ -144,7 +132,7 @@ class Fetcher:
         source: SegmentSource,
         claims: Claims | None = None,
     ) -> None:
-        self._rlmm = rlmm
+        self.rlmm = rlmm
         self._source = source
         self.claims: Claims = claims if claims is not None else (lambda tp: ())
 
@@ -158,7 +146,7 @@ class Fetcher:
         hold (from its key's start offset to the next readable segment), inside the remote log,
         before its start or after its end: :class:`CorruptManifestError` naming the manifest.
         """
-        rlmm = self._rlmm
+        rlmm = self.rlmm
         start, end = remote_bounds(rlmm, tp)
         where = f"{tp.topic}-{tp.partition}"
         meta = resolve(rlmm, tp, offset) if start <= offset < end else None
@@ -194,7 +182,7 @@ class Fetcher:
             end,
         )
 
-    def _next(
+    def next_segment(
         self, tp: TopicIdPartition, meta: RemoteLogSegmentMetadata
     ) -> RemoteLogSegmentMetadata | None:
         """The segment after ``meta``: it must hold ``endOffset + 1``; ``None`` at the end of
@@ -233,7 +221,7 @@ class Fetcher:
             if budget <= 0:
                 break
             try:
-                meta = await asyncio.to_thread(self._next, tp, meta)
+                meta = await asyncio.to_thread(self.next_segment, tp, meta)
             except GatewayError:
                 if reads:
                     break
@@ -241,6 +229,10 @@ class Fetcher:
         return reads, next_offset
 
     # --- one segment ---------------------------------------------------------------------
+
+    def object_key(self, meta: RemoteLogSegmentMetadata) -> str:
+        """The segment's ``.log`` object key."""
+        return self._source.object_key(meta).key
 
     async def indexes(self, meta: RemoteLogSegmentMetadata, deadline: Deadline) -> SegmentIndexes:
         """The segment's indexes, checked against its metadata before they are trusted."""
@@ -300,8 +292,9 @@ class Fetcher:
     ) -> SegmentFramer:
         """A framer from the offset-index floor of ``target``."""
         entry = indexes.lookup_offset(max(target, meta.start_offset))
-        bounds = segment_bounds(meta, self._source.object_key(meta).key)
-        return SegmentFramer(bounds, entry.position, entry.offset)
+        return SegmentFramer(
+            segment_bounds(meta, self.object_key(meta)), entry.position, entry.offset
+        )
 
     async def _read_segment(
         self,
@@ -345,110 +338,6 @@ class Fetcher:
                     end_here = batch.last_offset == meta.end_offset and framer.at_end
                     return done(not end_here)
         return done(False)
-
-    # --- read_committed ------------------------------------------------------------------
-
-    async def aborted_transactions(
-        self, tp: TopicIdPartition, reads: list[SegmentRead], deadline: Deadline
-    ) -> list[AbortedTransaction]:
-        """§8 over what was read (see the module docstring)."""
-        if not reads:
-            return []
-        last = reads[-1]
-        indexes = await self.indexes(last.meta, deadline)
-        bound = indexes.upper_bound_at(last.end_position)
-        upper = bound.offset if bound is not None else last.meta.end_offset + 1
-        fetch_offset = reads[0].first_offset
-        found: set[tuple[int, int]] = set()
-        meta: RemoteLogSegmentMetadata | None = reads[0].meta
-        while meta is not None:
-            if not meta.txn_index_empty:
-                indexes = await self.indexes(meta, deadline)
-                result = indexes.aborted_txns(fetch_offset, upper)
-                found.update((t.producer_id, t.first_offset) for t in result.aborted_transactions)
-                if result.is_complete:
-                    break
-            meta = await asyncio.to_thread(self._next_with_txn_index, tp, meta.end_offset + 1)
-        return [AbortedTransaction(pid, first) for pid, first in sorted(found, key=lambda t: t[1])]
-
-    def _next_with_txn_index(
-        self, tp: TopicIdPartition, offset: int
-    ) -> RemoteLogSegmentMetadata | None:
-        """The next segment from ``offset`` whose transaction index is not empty (one thread
-        hop for the whole skip, however many empty ones there are)."""
-        meta = resolve(self._rlmm, tp, offset)
-        while meta is not None and meta.txn_index_empty:
-            meta = resolve(self._rlmm, tp, meta.end_offset + 1)
-        return meta
-
-    async def committed(
-        self, tp: TopicIdPartition, reads: list[SegmentRead], deadline: Deadline
-    ) -> tuple[list[SegmentRead], list[AbortedTransaction], int | None]:
-        """read_committed, proven: the aborted transactions of ``reads`` (§8) checked against
-        the control records. Transactions still open where the reads end are followed to their
-        markers; one whose marker is not in the remote tier yet ends the reads before its first
-        batch (the reads and the new next offset are returned; ``None`` when unchanged)."""
-        aborted = await self.aborted_transactions(tp, reads, deadline)
-        ledger = MarkerLedger()
-        batches = [b for r in reads for b in iter_batches(r.data)]
-        for batch in batches:
-            ledger.add(batch)
-        if ledger.open_producers:
-            await self._follow_markers(tp, reads[-1], ledger, deadline)
-        cut = ledger.unresolved()
-        new_next = None
-        if cut is not None:
-            reads = _cut_before(reads, cut)
-            if not reads:
-                raise TransactionPendingError(
-                    f"{tp.topic}-{tp.partition}: the transaction starting at offset {cut} has "
-                    "no COMMIT or ABORT marker in the remote tier yet; read_committed cannot "
-                    "return it before its marker is tiered"
-                )
-            new_next = cut
-            batches = [b for b in batches if b.base_offset < cut]
-            aborted = await self.aborted_transactions(tp, reads, deadline)
-        check_verdicts(batches, aborted, ledger)
-        return reads, aborted, new_next
-
-    async def _follow_markers(
-        self, tp: TopicIdPartition, last: SegmentRead, ledger: MarkerLedger, deadline: Deadline
-    ) -> None:
-        """Read on from the end of ``last`` until every open transaction has met its marker or
-        the remote tier ends (within the request's deadline)."""
-        meta = last.meta
-        bounds = segment_bounds(meta, self._source.object_key(meta).key)
-        framer = SegmentFramer(bounds, last.end_position, after=last.last_offset)
-        seen = last.last_offset + 1  # an overlapping upload repeats batches already followed
-        while True:
-            async for batches in self.batches(meta, framer, MIN_WINDOW, deadline, grow=True):
-                for batch in batches:
-                    if batch.last_offset >= seen:
-                        ledger.close(batch)
-                if not ledger.open_producers:
-                    return
-            seen = framer.last_offset + 1
-            following = await asyncio.to_thread(self._next, tp, meta)
-            if following is None:
-                return
-            meta = following
-            framer = self.framer(meta, await self.indexes(meta, deadline), seen)
-
-
-def _cut_before(reads: list[SegmentRead], offset: int) -> list[SegmentRead]:
-    """``reads`` with every batch at or after ``offset`` dropped."""
-    out: list[SegmentRead] = []
-    for r in reads:
-        if r.first_offset >= offset:
-            break
-        if r.last_offset < offset:
-            out.append(r)
-            continue
-        keep = [b for b in iter_batches(r.data) if b.base_offset < offset]
-        data = b"".join(bytes(b.view) for b in keep)
-        out.append(SegmentRead(r.meta, r.position, data, r.first_offset, keep[-1].last_offset))
-        break
-    return out
 
 
 def to_batches(reads: list[SegmentRead]) -> tuple[FetchedBatches, ...]:

@@ -1,0 +1,137 @@
+"""read_committed for a fetch (``remote-read-semantics.md`` §8), proven against the markers.
+
+§8's collection: from the first batch's base offset to the upper bound (the first offset-index
+entry at or after the end of what was read in the last segment, else that segment's end + 1),
+walking transaction indexes from the first segment read onwards until one search is complete;
+segments whose transaction index is empty are skipped without a GET (KAFKA-16780), and the end
+of the remote tier counts as complete.
+
+Then the proof (:mod:`gateway.read.txn`): transactions still open where the response ends are
+followed to their COMMIT or ABORT markers, and every transactional batch returned must get the
+same verdict from the transaction index as from its marker. A transaction whose marker is not
+in the remote tier yet ends the response before its first batch.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+from gateway.errors import TransactionPendingError
+from gateway.kafka.batch import iter_batches
+from gateway.metadata.manager import RemoteLogMetadataManager
+from gateway.metadata.model import RemoteLogSegmentMetadata, TopicIdPartition
+from gateway.read.framing import SegmentFramer
+from gateway.read.txn import MarkerLedger, check_verdicts
+from gateway.service.fetch import MIN_WINDOW, Fetcher, SegmentRead, resolve, segment_bounds
+from gateway.service.types import AbortedTransaction
+from gateway.storage.retry import Deadline
+
+
+async def aborted_transactions(
+    fetcher: Fetcher, tp: TopicIdPartition, reads: list[SegmentRead], deadline: Deadline
+) -> list[AbortedTransaction]:
+    """§8 over what was read (see the module docstring)."""
+    if not reads:
+        return []
+    last = reads[-1]
+    indexes = await fetcher.indexes(last.meta, deadline)
+    bound = indexes.upper_bound_at(last.end_position)
+    upper = bound.offset if bound is not None else last.meta.end_offset + 1
+    fetch_offset = reads[0].first_offset
+    found: set[tuple[int, int]] = set()
+    meta: RemoteLogSegmentMetadata | None = reads[0].meta
+    while meta is not None:
+        if not meta.txn_index_empty:
+            indexes = await fetcher.indexes(meta, deadline)
+            result = indexes.aborted_txns(fetch_offset, upper)
+            found.update((t.producer_id, t.first_offset) for t in result.aborted_transactions)
+            if result.is_complete:
+                break
+        meta = await asyncio.to_thread(_next_with_txn_index, fetcher.rlmm, tp, meta.end_offset + 1)
+    return [AbortedTransaction(pid, first) for pid, first in sorted(found, key=lambda t: t[1])]
+
+
+def _next_with_txn_index(
+    rlmm: RemoteLogMetadataManager, tp: TopicIdPartition, offset: int
+) -> RemoteLogSegmentMetadata | None:
+    """The next segment from ``offset`` whose transaction index is not empty (one thread hop
+    for the whole skip, however many empty ones there are)."""
+    meta = resolve(rlmm, tp, offset)
+    while meta is not None and meta.txn_index_empty:
+        meta = resolve(rlmm, tp, meta.end_offset + 1)
+    return meta
+
+
+async def committed(
+    fetcher: Fetcher, tp: TopicIdPartition, reads: list[SegmentRead], deadline: Deadline
+) -> tuple[list[SegmentRead], list[AbortedTransaction], int | None]:
+    """read_committed, proven: the aborted transactions of ``reads`` (§8) checked against the
+    control records. Returns the reads (cut before a transaction whose marker is not tiered
+    yet), their aborted transactions, and the new next offset (``None`` when not cut)."""
+    aborted = await aborted_transactions(fetcher, tp, reads, deadline)
+    ledger = MarkerLedger()
+    batches = [b for r in reads for b in iter_batches(r.data)]
+    for batch in batches:
+        ledger.add(batch)
+    if ledger.open_producers:
+        await _follow_markers(fetcher, tp, reads[-1], ledger, deadline)
+    cut = ledger.unresolved()
+    new_next = None
+    if cut is not None:
+        reads = _cut_before(reads, cut)
+        if not reads:
+            raise TransactionPendingError(
+                f"{tp.topic}-{tp.partition}: the transaction starting at offset {cut} has no "
+                "COMMIT or ABORT marker in the remote tier yet; read_committed cannot return it "
+                "before its marker is tiered"
+            )
+        new_next = cut
+        batches = [b for b in batches if b.base_offset < cut]
+        aborted = await aborted_transactions(fetcher, tp, reads, deadline)
+    check_verdicts(batches, aborted, ledger)
+    return reads, aborted, new_next
+
+
+async def _follow_markers(
+    fetcher: Fetcher,
+    tp: TopicIdPartition,
+    last: SegmentRead,
+    ledger: MarkerLedger,
+    deadline: Deadline,
+) -> None:
+    """Read on from the end of ``last`` until every open transaction has met its marker or the
+    remote tier ends (within the request's deadline)."""
+    meta = last.meta
+    framer = SegmentFramer(
+        segment_bounds(meta, fetcher.object_key(meta)), last.end_position, after=last.last_offset
+    )
+    seen = last.last_offset + 1  # an overlapping upload repeats batches already followed
+    while True:
+        async for batches in fetcher.batches(meta, framer, MIN_WINDOW, deadline, grow=True):
+            for batch in batches:
+                if batch.last_offset >= seen:
+                    ledger.close(batch)
+            if not ledger.open_producers:
+                return
+        seen = framer.last_offset + 1
+        following = await asyncio.to_thread(fetcher.next_segment, tp, meta)
+        if following is None:
+            return
+        meta = following
+        framer = fetcher.framer(meta, await fetcher.indexes(meta, deadline), seen)
+
+
+def _cut_before(reads: list[SegmentRead], offset: int) -> list[SegmentRead]:
+    """``reads`` with every batch at or after ``offset`` dropped."""
+    out: list[SegmentRead] = []
+    for r in reads:
+        if r.first_offset >= offset:
+            break
+        if r.last_offset < offset:
+            out.append(r)
+            continue
+        keep = [b for b in iter_batches(r.data) if b.base_offset < offset]
+        data = b"".join(bytes(b.view) for b in keep)
+        out.append(SegmentRead(r.meta, r.position, data, r.first_offset, keep[-1].last_offset))
+        break
+    return out
