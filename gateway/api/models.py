@@ -124,8 +124,11 @@ _ERROR_DESCRIPTIONS: dict[int | str, str] = {
     406: "not_acceptable: none of the Accept types is served",
     416: "offset_out_of_range: outside the remote tier; the body carries log_start_offset "
     "and log_end_offset",
-    502: "corrupt_data (and subclasses) or storage_error: the message names the object",
-    503: "storage_unavailable or not_ready: retriable, with Retry-After",
+    502: "corrupt_data and its subclasses (crc_mismatch, corrupt_record, corrupt_index, "
+    "corrupt_manifest, integrity_error, remote_gap: offsets no segment holds, ...) or "
+    "storage_error: never a partial or shortened answer; the message names the object",
+    503: "storage_unavailable, not_ready or transaction_pending (read_committed reached a "
+    "transaction whose marker is not tiered yet): retriable, with Retry-After",
     504: "deadline_exceeded: timeout_ms passed; retriable, with Retry-After",
     "default": "any other error, with the same body",
 }
