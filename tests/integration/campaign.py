@@ -828,8 +828,14 @@ def run_campaign(
     flip_timeout: float = 30.0,
     start_timeout: float = 300.0,
     progress: Callable[[int, int], None] | None = None,
+    worker_main: Callable[..., None] = _worker_main,
 ) -> list[Outcome]:
-    """Run every flip in worker processes; one outcome per flip, in flip order."""
+    """Run every flip in worker processes; one outcome per flip, in flip order.
+
+    ``worker_main``: the worker's main function, picklable (a module-level function or a
+    ``functools.partial`` of one), called as :func:`_worker_main` is and answering each flip
+    with an :class:`Outcome` (another reader of the bucket, :mod:`tests.integration.
+    campaign_readers`)."""
     ctx = multiprocessing.get_context("spawn")
     count = max(1, min(workers or os.cpu_count() or 2, len(flips) or 1))
     work_root = Path(tempfile.mkdtemp(prefix="workers-", dir=fixture.root))
@@ -844,7 +850,7 @@ def run_campaign(
         step = ctx.Array("c", 240, lock=False)
         workdir = work_root / f"w{generation}"
         process = ctx.Process(
-            target=_worker_main,
+            target=worker_main,
             args=(
                 child,
                 str(fixture.buckets),

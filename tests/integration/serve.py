@@ -32,7 +32,7 @@ def serve_process(args: Sequence[str], log_path: Path) -> Iterator[str]:
         )  # fmt: skip
     url = f"http://127.0.0.1:{port}"
     try:
-        _wait_ready(url, proc, log_path)
+        wait_ready(url, proc, log_path)
         yield url
     finally:
         proc.terminate()
@@ -43,7 +43,7 @@ def serve_process(args: Sequence[str], log_path: Path) -> Iterator[str]:
             proc.wait()
 
 
-def _wait_ready(url: str, proc: subprocess.Popen[bytes], log_path: Path) -> None:
+def wait_ready(url: str, proc: subprocess.Popen[bytes], log_path: Path) -> None:
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
         if proc.poll() is not None:
