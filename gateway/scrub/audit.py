@@ -225,7 +225,15 @@ def _audit(
         view = read_index_view(reader, seg, key.start_offset, audit.range, sink)
     bounds = _bounds(key, seg, audit.range)
     end_known = bounds.end_offset != UNKNOWN_END
-    scanner = LogScanner(view, sink, bounds, indexes_key=indexes_key, end_known=end_known)
+    meta = manifest.remote_log_segment_metadata
+    scanner = LogScanner(
+        view,
+        sink,
+        bounds,
+        indexes_key=indexes_key,
+        end_known=end_known,
+        max_timestamp_ms=meta.max_timestamp_ms if meta is not None and end_known else None,
+    )
     if sizes is not None and Suffix.LOG not in sizes:
         return  # the inventory reported it missing
     _decode_chunks(reader, seg, scanner, sink, audit)

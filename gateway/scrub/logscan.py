@@ -55,6 +55,7 @@ from gateway.scrub.findings import (
     BATCH_DECODE,
     BATCH_FRAMING,
     LEADER_EPOCH,
+    MANIFEST,
     OFFSET_INDEX,
     OFFSETS,
     TIME_INDEX,
@@ -105,11 +106,14 @@ class LogScanner:
         *,
         indexes_key: str,
         end_known: bool = True,
+        max_timestamp_ms: int | None = None,
     ) -> None:
         """``bounds``: what the manifest's ``remoteLogSegmentMetadata`` promises (its ``key``
         is the ``.log`` key). ``end_known=False`` when there is no usable metadata: then
         ``bounds.end_offset`` is :data:`UNKNOWN_END` and where the batches end is not
-        checked."""
+        checked. ``max_timestamp_ms``: the metadata's ``maxTimestampMs``, which the largest
+        batch timestamp must equal (segment selection for timestamp lookups relies on it)."""
+        self._max_ts_promise = max_timestamp_ms
         self._ix = indexes
         self._sink = sink
         self._key = bounds.key
@@ -302,11 +306,15 @@ class LogScanner:
                     f"{batch.base_offset} already reach timestamp {before}, so a lookup of a "
                     f"timestamp in ({ts}, {before}] would start too late and skip records",
                 )
-            elif ts != through:
-                self._index_warning(
+            elif batch.max_timestamp != ts:
+                # Kafka indexes (maxTimestampSoFar, offset of that maximum): the batch holding
+                # the entry's offset carries its timestamp. Reads refuse any other entry
+                # (gateway.read.timesearch), so this is an error, not a style note.
+                self._index_error(
                     TIME_INDEX,
-                    f"time index entry ({ts}, offset {offset}): the largest timestamp up to "
-                    f"that offset is {through}; Kafka would record that (reads stay correct)",
+                    f"time index entry ({ts}, offset {offset}): the batch holding that offset "
+                    f"carries timestamp {batch.max_timestamp} (the largest up to it is "
+                    f"{through}); timestamp lookups through this entry fail",
                 )
 
     # --- transaction index -----------------------------------------------------------------
@@ -399,6 +407,14 @@ class LogScanner:
                 return
             self._report(exc)  # the batches end before endOffset
         self._finish_pending(self.last_offset)
+        promise = self._max_ts_promise
+        if promise is not None and self.max_timestamp >= 0 and promise != self.max_timestamp:
+            self._sink.error(
+                MANIFEST,
+                f"maxTimestampMs is {promise}, but the segment's largest batch timestamp is "
+                f"{self.max_timestamp}: timestamp lookups would pick the wrong segment",
+                self._key,
+            )
         for offset, position in self._ix.offset[self._oi :]:
             self._index_error(
                 OFFSET_INDEX,

@@ -282,6 +282,7 @@ class GatewayService:
         elif isolation is IsolationLevel.READ_COMMITTED:
             aborted = ()
         start, end = await asyncio.to_thread(remote_bounds, self.rlmm, tp)
+        await self._fetcher.check_tail(tp, end, deadline)
         # The answer carries the log's bounds: unknown while a manifest before or after the
         # readable segments cannot be read (a shorter log would end a consumer's walk early).
         self._offsets.claim_outside(tp, start, end)
@@ -319,6 +320,8 @@ class GatewayService:
         if spec == "earliest":
             return await asyncio.to_thread(finder.earliest, tp)
         if spec == "latest":
+            _, end = await asyncio.to_thread(remote_bounds, self.rlmm, tp)
+            await self._fetcher.check_tail(tp, end, deadline)
             return await asyncio.to_thread(finder.latest, tp)
         if spec == "max_timestamp":
             return await finder.max_timestamp(tp, deadline)

@@ -27,6 +27,8 @@ from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
+from cachetools import LRUCache
+
 from gateway.errors import (
     CorruptDataError,
     CorruptManifestError,
@@ -135,6 +137,21 @@ class Fetcher:
         self.rlmm = rlmm
         self._source = source
         self.claims: Claims = claims if claims is not None else (lambda tp: ())
+        self._tails: LRUCache[TopicIdPartition, int] = LRUCache(maxsize=100_000)
+
+    async def check_tail(self, tp: TopicIdPartition, end: int, deadline: Deadline) -> None:
+        """The log end an answer reports is the last segment's ``endOffset + 1``: before it is
+        first reported, the last segment's bytes from its last offset-index entry to its end
+        are framed, so the end is one the data keeps (remembered per partition and end)."""
+        if end == 0 or self._tails.get(tp) == end:
+            return
+        meta = await asyncio.to_thread(resolve, self.rlmm, tp, end - 1)
+        if meta is None or meta.end_offset != end - 1:
+            return  # the answer's own reads meet whatever this is
+        framer = self.framer(meta, await self.indexes(meta, deadline), meta.end_offset)
+        async for _ in self.batches(meta, framer, MIN_WINDOW, deadline):
+            pass  # the end checks run when the last byte is fed
+        self._tails[tp] = end
 
     # --- where the offsets are -----------------------------------------------------------
 

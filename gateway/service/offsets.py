@@ -129,12 +129,27 @@ class OffsetFinder:
         best = max(finished, key=lambda m: (m.max_timestamp_ms, -m.start_offset))
         return best, remote_bounds(self._rlmm, tp)[0]
 
+    def _neighbours(
+        self, tp: TopicIdPartition, meta: RemoteLogSegmentMetadata
+    ) -> list[RemoteLogSegmentMetadata]:
+        out = [m for m in (_last_segment(self._rlmm, tp),) if m is not None and m != meta]
+        if meta.start_offset > 0:
+            before = resolve(self._rlmm, tp, meta.start_offset - 1)
+            if before is not None and before != meta:
+                out.append(before)
+        return out
+
     async def max_timestamp(self, tp: TopicIdPartition, deadline: Deadline) -> OffsetResult:
         self._claim_before(tp, None)
         picked = await asyncio.to_thread(self._max_timestamp_segment, tp)
         if picked is None:
             return NOT_FOUND
         best, start = picked
+        # A segment whose metadata understates its max timestamp would be passed over: the
+        # last segment (where the largest timestamps usually are) and the one before the
+        # chosen one must not hold a larger timestamp than the chosen one promises.
+        for other in await asyncio.to_thread(self._neighbours, tp, best):
+            await self._check_skipped(other, best.max_timestamp_ms + 1, deadline)
         # The first record carrying the segment's max timestamp is the first record at or
         # after it: the time index finds its neighbourhood (``offsetOfMaxTimestamp``).
         return await self._search(best, best.max_timestamp_ms, start, deadline)

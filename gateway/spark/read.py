@@ -316,7 +316,10 @@ def read_split(split: Split, ctx: ReadContext) -> Iterator[pa.RecordBatch]:
     for batch in frame(reader, segment, framer, end, check_next=end < region_end):
         if batch.base_offset >= hi:
             break
-        batch.ensure_valid()
+        try:
+            batch.ensure_valid()
+        except CorruptDataError as exc:
+            raise add_context(exc, ref.key) from None
         last = batch
         if read_committed:
             if proof is None:
@@ -362,7 +365,18 @@ def _follow_markers(
     framer = SegmentFramer(refs[0].bounds, end, after=last.last_offset)
     seen = last.last_offset + 1  # an overlapping upload repeats batches already followed
     pending = ledger.open_producers
+    where = f"{split.topic}-{split.partition}"
     for n, ref in enumerate(refs):
+        if n and ref.start_offset > seen:
+            # A hole the walk skipped (failOnDataLoss=false): the open transactions' markers
+            # may be in it, so their batches cannot be proven committed or aborted.
+            raise RemoteGapError(
+                f"{where}: the transaction starting at offset {ledger.unresolved()} has no "
+                f"marker before offset {seen}, and no remote segment holds offsets "
+                f"{seen}..{ref.start_offset - 1}: its marker may be lost",
+                seen,
+                ref.start_offset - 1,
+            )
         if n:
             framer = SegmentFramer(ref.bounds)
         for batch in frame(reader, open_segment(ctx, ref), framer, ref.size):
@@ -375,7 +389,6 @@ def _follow_markers(
                 return
         seen = max(seen, framer.last_offset + 1)
     first = ledger.unresolved()
-    where = f"{split.topic}-{split.partition}"
     if chain is not None and chain.gap is not None:
         lo, hi = chain.gap
         raise RemoteGapError(
