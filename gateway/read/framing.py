@@ -24,7 +24,7 @@ scrub feed it the bytes they read.
 from __future__ import annotations
 
 import bisect
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Final
 
@@ -69,12 +69,16 @@ class SegmentBounds:
     end_offset: int  # inclusive
     size: int  # the original ``.log`` size in bytes
     epochs: tuple[tuple[int, int], ...] = ()  # (epoch, start offset), ascending
+    _starts: tuple[int, ...] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        # The framer asks once per batch: the search keys are built once per segment.
+        object.__setattr__(self, "_starts", tuple(start for _, start in self.epochs))
 
     def epoch_for(self, offset: int) -> int | None:
         """The leader epoch of ``offset`` by the segment's map (``None`` when the map is empty
         or starts after ``offset``)."""
-        starts = [start for _, start in self.epochs]
-        i = bisect.bisect_right(starts, offset) - 1
+        i = bisect.bisect_right(self._starts, offset) - 1
         return self.epochs[i][0] if i >= 0 else None
 
 

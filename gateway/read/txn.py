@@ -22,7 +22,14 @@ from dataclasses import dataclass, field
 from gateway.errors import CorruptIndexError
 from gateway.kafka.batch import RecordBatch
 from gateway.kafka.control import ControlRecordType, control_type
-from gateway.service.types import AbortedTransaction
+
+
+@dataclass(frozen=True, slots=True)
+class AbortedTransaction:
+    """An aborted transaction as a fetch reports it (``FetchResponse.AbortedTransaction``)."""
+
+    producer_id: int
+    first_offset: int
 
 
 def marker_kind(batch: RecordBatch) -> ControlRecordType | None:

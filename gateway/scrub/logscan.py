@@ -49,7 +49,7 @@ from gateway.errors import CorruptRecordError, CrcMismatchError, GatewayError
 from gateway.kafka.batch import LOG_OVERHEAD, PEEK, PEEK_SIZE, RecordBatch
 from gateway.kafka.control import ControlRecordType, control_type
 from gateway.read.framing import FramingError, Rule, SegmentBounds, SegmentFramer
-from gateway.read.txn import AbortedFilter, MarkerLedger
+from gateway.read.txn import AbortedFilter, AbortedTransaction, MarkerLedger
 from gateway.scrub.findings import (
     BATCH_CRC,
     BATCH_DECODE,
@@ -62,7 +62,6 @@ from gateway.scrub.findings import (
     TXN_INDEX,
     FindingSink,
 )
-from gateway.service.types import AbortedTransaction
 from indexcache import AbortedTxn, OffsetPosition, TimestampOffset
 
 _NO_OFFSET: Final = -(1 << 63)

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 
 from gateway.kafka.records import RecordLike
+from gateway.read.txn import AbortedTransaction as AbortedTransaction  # noqa: PLC0414 (its home is the read core; re-exported)
 
 
 class IsolationLevel(StrEnum):
@@ -48,12 +49,6 @@ class FetchedRecord:
     timestamp: int
     log_append_time: bool
     leader_epoch: int | None
-
-
-@dataclass(frozen=True, slots=True)
-class AbortedTransaction:
-    producer_id: int
-    first_offset: int
 
 
 @dataclass(frozen=True, slots=True)
