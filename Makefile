@@ -25,6 +25,7 @@ test: $(VENV)/.installed-dev
 	$(BIN)/ruff check gateway indexcache tests
 	$(BIN)/ruff format --check gateway indexcache tests
 	$(BIN)/mypy
+	$(BIN)/lint-imports --no-logo
 	$(BIN)/pytest
 
 bench: $(VENV)/.installed-dev

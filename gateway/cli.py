@@ -9,7 +9,6 @@ import json
 import mmap
 import os
 import sys
-import uuid
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
@@ -120,23 +119,9 @@ def _dump(args: argparse.Namespace) -> int:
     return EXIT_CRC_WARNINGS if report.bad_crc else EXIT_OK
 
 
-def topic_id_arg(text: str) -> uuid.UUID:
-    """A topic id given as a UUID or in Kafka's base64url form."""
-    from gateway.errors import InvalidKeyError  # noqa: PLC0415
-    from gateway.remote.keys import decode_uuid  # noqa: PLC0415
-
-    try:
-        return uuid.UUID(text)
-    except ValueError:
-        pass
-    try:
-        return decode_uuid(text)
-    except InvalidKeyError as exc:
-        raise ConfigurationError(f"--topic-id {text!r} is neither a UUID nor base64url") from exc
-
-
 async def _tier_async(args: argparse.Namespace) -> int:
     from gateway.remote.keyring import KeyRing  # noqa: PLC0415
+    from gateway.remote.keys import parse_topic_id  # noqa: PLC0415
     from gateway.remote.manifest import RemoteLogSegmentMetadata  # noqa: PLC0415
     from gateway.remote.tiering import (  # noqa: PLC0415
         LocalSegment,
@@ -158,7 +143,7 @@ async def _tier_async(args: argparse.Namespace) -> int:
     keys = KeyRing.from_specs(args.key_pair)
     if args.encrypt_with is not None and args.encrypt_with not in keys:
         raise ConfigurationError(f"--encrypt-with {args.encrypt_with!r}: no such --key-pair")
-    topic_id = topic_id_arg(args.topic_id)
+    topic_id = parse_topic_id(args.topic_id, "--topic-id")
     if not args.segment_dir.is_dir():
         raise ConfigurationError(f"{args.segment_dir} is not a directory")
     store = await open_store(
@@ -170,8 +155,8 @@ async def _tier_async(args: argparse.Namespace) -> int:
     count = 0
     manager = None
     if args.state_dir is not None:
-        from gateway.commands.common import open_manager  # noqa: PLC0415
         from gateway.metadata.lifecycle import upload_registered  # noqa: PLC0415
+        from gateway.metadata.open import open_manager  # noqa: PLC0415
 
         manager = open_manager(args.state_dir)
 

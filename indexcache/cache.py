@@ -39,11 +39,11 @@ from typing import Final, ParamSpec, TypeVar
 
 from cachetools import LRUCache
 
+from gateway.kafka.offset_index import OffsetPosition
+from gateway.kafka.time_index import TimestampOffset
+from gateway.kafka.txn_index import TxnIndexSearchResult
 from indexcache.disk import DiskScan, DiskStats, DiskTier
-from indexcache.offset_index import OffsetPosition
 from indexcache.segment import IndexLoader, SegmentIndexBytes, SegmentIndexes, SegmentKey
-from indexcache.time_index import TimestampOffset
-from indexcache.txn_index import TxnIndexSearchResult
 
 __all__ = [
     "DEFAULT_DISK_MAX_BYTES",

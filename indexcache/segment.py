@@ -23,10 +23,10 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Final, TypeAlias
 
-from indexcache.epoch import EpochEntry, LeaderEpochCache
-from indexcache.offset_index import OffsetIndex, OffsetPosition
-from indexcache.time_index import TimeIndex, TimestampOffset
-from indexcache.txn_index import TransactionIndex, TxnIndexSearchResult
+from gateway.kafka.epoch import EpochEntry, LeaderEpochCache
+from gateway.kafka.offset_index import OffsetIndex, OffsetPosition
+from gateway.kafka.time_index import TimeIndex, TimestampOffset
+from gateway.kafka.txn_index import TransactionIndex, TxnIndexSearchResult
 from indexcache.validate import check_offset_index, check_time_index, check_txn_index
 
 __all__ = [

@@ -22,9 +22,9 @@ from array import array
 from itertools import compress, count
 
 from gateway.errors import CorruptIndexError
-from indexcache.offset_index import OffsetIndex
-from indexcache.time_index import TimeIndex
-from indexcache.txn_index import TransactionIndex
+from gateway.kafka.offset_index import OffsetIndex
+from gateway.kafka.time_index import TimeIndex
+from gateway.kafka.txn_index import TransactionIndex
 
 __all__ = ["check_offset_index", "check_time_index", "check_txn_index"]
 

@@ -13,9 +13,9 @@ from typing import Annotated, Final, cast
 from fastapi import Depends, Path, Query, Request
 
 from gateway.config import Settings
+from gateway.deadline import Deadline
 from gateway.errors import InvalidRequestError
 from gateway.service.protocol import Service
-from gateway.storage.retry import Deadline
 
 TOPIC_PATTERN: Final = r"^[a-zA-Z0-9._-]+$"
 MAX_TOPIC_LENGTH: Final = 249

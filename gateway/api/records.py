@@ -43,10 +43,10 @@ from gateway.api.render import (
     raw_headers,
     records_document,
 )
+from gateway.deadline import Deadline
 from gateway.errors import GatewayError, InvalidRequestError
 from gateway.service.protocol import Service
 from gateway.service.types import FetchedRecord, FetchResult, IsolationLevel
-from gateway.storage.retry import Deadline
 
 log = logging.getLogger(__name__)
 

@@ -28,10 +28,10 @@ from gateway.commands.common import (
     add_key_pair_arg,
     add_state_dir_arg,
     add_store_args,
-    open_manager,
     open_store_from,
 )
 from gateway.errors import ConfigurationError
+from gateway.metadata.open import open_manager
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -185,9 +185,11 @@ def run(args: argparse.Namespace) -> int:
         else:
             from uuid import UUID  # noqa: PLC0415
 
-            from gateway.cli import topic_id_arg  # noqa: PLC0415
+            from gateway.remote.keys import parse_topic_id  # noqa: PLC0415
 
-            topic_id: UUID | None = topic_id_arg(args.topic_id) if args.topic_id else None
+            topic_id: UUID | None = (
+                parse_topic_id(args.topic_id, "--topic-id") if args.topic_id else None
+            )
             tp = rlmm.partition(args.topic, args.partition, topic_id)
             segments = [_segment_row(m) for m in rlmm.list_remote_log_segments(tp)]
             if args.json:

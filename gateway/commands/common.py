@@ -7,10 +7,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from gateway.metadata.manager import RemoteLogMetadataManager
     from gateway.storage.base import ObjectStore
-
-STATE_DB = "rlmm.sqlite"
 
 
 def add_store_args(p: argparse.ArgumentParser, *, required: bool = True) -> None:
@@ -44,14 +41,3 @@ async def open_store_from(args: argparse.Namespace) -> ObjectStore:
         region=args.s3_region,
         path_style=args.s3_path_style,
     )
-
-
-def open_manager(state_dir: Path | None) -> RemoteLogMetadataManager:
-    """The RLMM: durable in ``state_dir`` (SQLite, WAL) when given, else in memory."""
-    from gateway.metadata.backend import MemoryBackend  # noqa: PLC0415
-    from gateway.metadata.manager import RemoteLogMetadataManager  # noqa: PLC0415
-    from gateway.metadata.sqlite import SQLiteBackend  # noqa: PLC0415
-
-    if state_dir is None:
-        return RemoteLogMetadataManager(MemoryBackend())
-    return RemoteLogMetadataManager(SQLiteBackend(state_dir / STATE_DB))

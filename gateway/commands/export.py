@@ -2,8 +2,8 @@
 
 The command only parses and hands over to :mod:`gateway.spark.export` (imported when it runs,
 so the CLI works without the ``spark`` extra until someone exports). The same arguments are
-the job's under spark-submit: ``spark-submit gateway/spark/export.py --store ... --output ...``
-or ``python -m gateway.spark.export ...``.
+the job's under spark-submit: ``spark-submit gateway/commands/export.py --store ... --output ...``
+or ``python -m gateway.commands.export ...``.
 
 ``--from`` / ``--to`` take ``earliest``, ``latest``, an offset (every partition), Spark's
 per-partition JSON (``{"orders":{"0":23,"1":-2}}``), or a time: ``@<epoch ms>`` or ISO-8601
@@ -13,10 +13,12 @@ per-partition JSON (``{"orders":{"0":23,"1":-2}}``), or a time: ``@<epoch ms>`` 
 from __future__ import annotations
 
 import argparse
+import sys
+from collections.abc import Sequence
 from datetime import UTC, datetime
 
 from gateway.commands.common import add_key_pair_arg, add_store_args
-from gateway.errors import ConfigurationError
+from gateway.errors import ConfigurationError, GatewayError
 
 FORMATS = ("parquet", "orc", "json")
 WRITERS = ("arrow", "spark")
@@ -139,4 +141,22 @@ def run(args: argparse.Namespace) -> int:
         raise ConfigurationError(
             f"export needs the spark extra (pip install 'tiered-gateway[spark]'): {exc}"
         ) from exc
-    return run_export(args)
+    return run_export(args, reader_options(args))
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """spark-submit's entry (``gateway/commands/export.py`` or ``-m gateway.commands.export``)."""
+    parser = argparse.ArgumentParser(
+        prog="gateway.commands.export", description="Export a topic from the bucket with Spark."
+    )
+    add_arguments(parser)
+    args = parser.parse_args(argv)
+    try:
+        return run(args)
+    except GatewayError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -16,16 +16,11 @@ from typing import Final
 
 from gateway.kafka.batch import RecordBatch, iter_batches
 from gateway.kafka.control import ControlRecordType, EndTransactionMarker, control_type
-from indexcache import (
-    AbortedTxn,
-    LeaderEpochCache,
-    ProducerSnapshotEntry,
-    encode_offset_index,
-    encode_producer_snapshot,
-    encode_time_index,
-    encode_txn_index,
-    format_leader_epoch_checkpoint,
-)
+from gateway.kafka.epoch import LeaderEpochCache, format_leader_epoch_checkpoint
+from gateway.kafka.offset_index import encode_offset_index
+from gateway.kafka.producer_snapshot import ProducerSnapshotEntry, encode_producer_snapshot
+from gateway.kafka.time_index import encode_time_index
+from gateway.kafka.txn_index import AbortedTxn, encode_txn_index
 
 DEFAULT_INDEX_INTERVAL_BYTES: Final = 4096
 

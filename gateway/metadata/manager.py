@@ -34,6 +34,7 @@ from gateway.errors import (
     InvalidStateTransitionError,
     RemoteResourceNotFoundError,
 )
+from gateway.kafka.epoch import LeaderEpochCache
 from gateway.metadata import keyspace as ks
 from gateway.metadata.model import (
     MetadataEvent,
@@ -47,7 +48,6 @@ from gateway.metadata.model import (
     check_segment_transition,
 )
 from gateway.metadata.views import MetadataViews
-from indexcache.epoch import LeaderEpochCache
 
 _OFFSET_KEY_LEN = 1 + ks.TP_LEN + 4 + 8
 _EPOCH_AT = 1 + ks.TP_LEN

@@ -36,6 +36,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TypeVar
 
+from gateway.deadline import Deadline
 from gateway.errors import (
     ConfigurationError,
     CorruptCheckpointError,
@@ -46,6 +47,7 @@ from gateway.errors import (
     ObjectNotFoundError,
     StorageError,
 )
+from gateway.kafka.epoch import parse_leader_epoch_checkpoint
 from gateway.metadata.manager import RemoteLogMetadataManager
 from gateway.metadata.model import (
     RemoteLogSegmentId,
@@ -59,8 +61,7 @@ from gateway.remote.keys import ObjectKey, Suffix, parse_object_key
 from gateway.remote.manifest import IndexType, SegmentManifest, parse_manifest
 from gateway.remote.reader import RemoteSegment, SegmentReader, all_or_nothing
 from gateway.storage.base import ObjectStore
-from gateway.storage.retry import Deadline, Retrier, RetryPolicy
-from indexcache.epoch import parse_leader_epoch_checkpoint
+from gateway.storage.retry import Retrier, RetryPolicy
 
 log = logging.getLogger(__name__)
 

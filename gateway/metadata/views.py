@@ -11,6 +11,7 @@ import threading
 import uuid
 
 from gateway.errors import UnknownTopicOrPartitionError
+from gateway.kafka.epoch import EpochEntry, LeaderEpochCache
 from gateway.metadata import keyspace as ks
 from gateway.metadata.backend import KeyValueBackend
 from gateway.metadata.model import (
@@ -19,7 +20,6 @@ from gateway.metadata.model import (
     RemoteLogSegmentMetadata,
     TopicIdPartition,
 )
-from indexcache.epoch import EpochEntry, LeaderEpochCache
 
 _EPOCH_AT = 1 + ks.TP_LEN
 

@@ -18,7 +18,7 @@ from typing import NamedTuple
 
 from gateway.errors import CorruptIndexError
 from gateway.kafka.batch import TIMESTAMP_TYPE_MASK, RecordBatch
-from indexcache.time_index import NO_TIMESTAMP, TimestampOffset
+from gateway.kafka.time_index import NO_TIMESTAMP, TimestampOffset
 
 
 class TimestampHit(NamedTuple):

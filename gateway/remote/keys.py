@@ -49,7 +49,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Final
 
-from gateway.errors import CorruptDataError, InvalidKeyError
+from gateway.errors import ConfigurationError, CorruptDataError, InvalidKeyError
 
 __all__ = [
     "KAFKA_UUID_LENGTH",
@@ -143,6 +143,23 @@ def decode_uuid(text: str) -> uuid.UUID:
     if encode_uuid(value) != text:
         raise InvalidKeyError(f"{text!r} is not a canonical Kafka Uuid (non-zero trailing bits)")
     return value
+
+
+def parse_topic_id(text: str, what: str = "topic id") -> uuid.UUID:
+    """A topic id as users write it: a UUID (``8c4d...-...``) or Kafka's 22-character form.
+
+    Raises :class:`ConfigurationError` naming ``what`` (e.g. ``--topic-id``) for anything else.
+    """
+    try:
+        return uuid.UUID(text)
+    except ValueError:
+        pass
+    try:
+        return decode_uuid(text)
+    except InvalidKeyError as exc:
+        raise ConfigurationError(
+            f"{what} {text!r} is neither a UUID nor a Kafka topic id (22 base64url characters)"
+        ) from exc
 
 
 # --- object keys -----------------------------------------------------------------------------

@@ -20,6 +20,7 @@ from concurrent.futures import Executor
 from dataclasses import dataclass, field
 from typing import Any, Final, TypeVar
 
+from gateway.deadline import Deadline
 from gateway.errors import CorruptDataError, CorruptManifestError
 from gateway.remote.chunk_index import Chunk
 from gateway.remote.keyring import KeyRing
@@ -32,7 +33,7 @@ from gateway.remote.transforms import (
     detransform_index_piece,
 )
 from gateway.storage.base import ObjectStore
-from gateway.storage.retry import Deadline, Retrier
+from gateway.storage.retry import Retrier
 
 T = TypeVar("T")
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from typing import Final
 
+from gateway.deadline import Deadline
 from gateway.errors import CorruptDataError, CorruptManifestError
 from gateway.remote.chunk_index import Chunk
 from gateway.remote.keys import Suffix
@@ -25,7 +26,7 @@ from gateway.remote.reader import (
     split_indexes,
 )
 from gateway.remote.transforms import detransform_index_piece
-from gateway.storage.retry import Deadline, Retrier
+from gateway.storage.retry import Retrier
 from gateway.storage.sync import SyncObjectStore
 
 DEFAULT_DEADLINE_S: Final = 600.0  # a batch read of one GET: generous, but never forever

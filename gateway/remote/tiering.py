@@ -20,6 +20,11 @@ from typing import Final
 from gateway.errors import ConfigurationError, GatewayError
 from gateway.kafka.batch import iter_batches
 from gateway.kafka.codecs import Codec
+from gateway.kafka.epoch import (
+    LeaderEpochCache,
+    format_leader_epoch_checkpoint,
+    parse_leader_epoch_checkpoint,
+)
 from gateway.remote.chunk_index import build_chunk_index
 from gateway.remote.keyring import KeyRing
 from gateway.remote.keys import ObjectKey, Suffix
@@ -37,11 +42,6 @@ from gateway.remote.transforms import (
     transform_index_piece,
 )
 from gateway.storage.base import ObjectStore
-from indexcache import (
-    LeaderEpochCache,
-    format_leader_epoch_checkpoint,
-    parse_leader_epoch_checkpoint,
-)
 
 DEFAULT_CHUNK_SIZE: Final = 4 * 1024 * 1024  # the plugin's recommended chunk.size
 

@@ -21,6 +21,11 @@ from gateway.errors import (
     ObjectNotFoundError,
     StorageError,
 )
+from gateway.kafka.epoch import LeaderEpochCache, parse_leader_epoch_checkpoint
+from gateway.kafka.offset_index import OffsetIndex, OffsetPosition
+from gateway.kafka.producer_snapshot import parse_producer_snapshot
+from gateway.kafka.time_index import TimeIndex, TimestampOffset
+from gateway.kafka.txn_index import AbortedTxn, TransactionIndex
 from gateway.remote.keys import Suffix
 from gateway.remote.manifest import IndexType
 from gateway.remote.reader import RemoteSegment
@@ -39,17 +44,6 @@ from gateway.scrub.findings import (
     FindingSink,
 )
 from gateway.scrub.logscan import UNKNOWN_END, IndexView
-from indexcache import (
-    AbortedTxn,
-    LeaderEpochCache,
-    OffsetIndex,
-    OffsetPosition,
-    TimeIndex,
-    TimestampOffset,
-    TransactionIndex,
-    parse_leader_epoch_checkpoint,
-    parse_producer_snapshot,
-)
 from indexcache.validate import check_offset_index, check_time_index, check_txn_index
 
 T = TypeVar("T")

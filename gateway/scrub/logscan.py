@@ -48,6 +48,9 @@ from typing import Final
 from gateway.errors import CorruptRecordError, CrcMismatchError, GatewayError
 from gateway.kafka.batch import LOG_OVERHEAD, PEEK, PEEK_SIZE, RecordBatch
 from gateway.kafka.control import ControlRecordType, control_type
+from gateway.kafka.offset_index import OffsetPosition
+from gateway.kafka.time_index import TimestampOffset
+from gateway.kafka.txn_index import AbortedTxn
 from gateway.read.framing import FramingError, Rule, SegmentBounds, SegmentFramer
 from gateway.read.txn import AbortedFilter, AbortedTransaction, MarkerLedger
 from gateway.scrub.findings import (
@@ -62,7 +65,6 @@ from gateway.scrub.findings import (
     TXN_INDEX,
     FindingSink,
 )
-from indexcache import AbortedTxn, OffsetPosition, TimestampOffset
 
 _NO_OFFSET: Final = -(1 << 63)
 UNKNOWN_END: Final = (1 << 63) - 1  # SegmentBounds.end_offset when the metadata is unknown

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 
+from gateway.deadline import Deadline
 from gateway.errors import TransactionPendingError
 from gateway.kafka.batch import iter_batches
 from gateway.metadata.manager import RemoteLogMetadataManager
@@ -24,7 +25,6 @@ from gateway.read.framing import SegmentFramer
 from gateway.read.txn import MarkerLedger, check_verdicts
 from gateway.service.fetch import MIN_WINDOW, Fetcher, SegmentRead, resolve, segment_bounds
 from gateway.service.types import AbortedTransaction
-from gateway.storage.retry import Deadline
 
 
 async def aborted_transactions(

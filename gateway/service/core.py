@@ -16,6 +16,9 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Literal, Protocol
 
+from gateway.cache.chunk_disk import ChunkDiskTier
+from gateway.cache.chunks import ChunkCache
+from gateway.deadline import Deadline
 from gateway.errors import (
     CorruptDataError,
     CorruptManifestError,
@@ -27,13 +30,12 @@ from gateway.errors import (
 from gateway.metadata.backend import MemoryBackend
 from gateway.metadata.manager import RemoteLogMetadataManager
 from gateway.metadata.model import RemoteLogSegmentMetadata, TopicIdPartition
+from gateway.metadata.open import STATE_DB
 from gateway.metadata.scan import BucketScanner, UnreadableSegment, checkpoint_reader
 from gateway.metadata.sqlite import SQLiteBackend
 from gateway.remote.keyring import KeyRing
 from gateway.remote.keys import encode_uuid
 from gateway.remote.reader import SegmentReader
-from gateway.service.chunk_disk import ChunkDiskTier
-from gateway.service.chunks import ChunkCache
 from gateway.service.committed import committed
 from gateway.service.fetch import Fetcher, SegmentVanishedError, remote_bounds, to_batches
 from gateway.service.metrics import render_metrics
@@ -53,7 +55,7 @@ from gateway.service.types import (
 )
 from gateway.storage.base import ObjectStore
 from gateway.storage.factory import open_store
-from gateway.storage.retry import Deadline, Retrier, RetryPolicy
+from gateway.storage.retry import Retrier, RetryPolicy
 
 log = logging.getLogger(__name__)
 
@@ -426,7 +428,7 @@ async def open_service(settings: ServiceSettings) -> AsyncIterator[GatewayServic
         backend = (
             MemoryBackend()
             if settings.state_dir is None
-            else SQLiteBackend(settings.state_dir / "rlmm.sqlite")
+            else SQLiteBackend(settings.state_dir / STATE_DB)
         )
         rlmm = RemoteLogMetadataManager(backend)
         stack.callback(rlmm.close)

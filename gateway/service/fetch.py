@@ -29,6 +29,7 @@ from typing import Protocol
 
 from cachetools import LRUCache
 
+from gateway.deadline import Deadline
 from gateway.errors import (
     CorruptDataError,
     CorruptManifestError,
@@ -45,7 +46,6 @@ from gateway.read.framing import SegmentBounds, SegmentFramer
 from gateway.remote.keys import Suffix
 from gateway.service.segments import SegmentSource
 from gateway.service.types import FetchedBatches
-from gateway.storage.retry import Deadline
 from indexcache import SegmentIndexes
 
 MIN_WINDOW = 64 * 1024

@@ -19,6 +19,7 @@ from __future__ import annotations
 import asyncio
 from concurrent.futures import Executor
 
+from gateway.deadline import Deadline
 from gateway.errors import CorruptManifestError
 from gateway.kafka.batch import RecordBatch
 from gateway.metadata.manager import RemoteLogMetadataManager
@@ -28,7 +29,6 @@ from gateway.remote.keys import Suffix
 from gateway.service.fetch import Fetcher, remote_bounds, resolve
 from gateway.service.segments import SegmentSource
 from gateway.service.types import OffsetResult
-from gateway.storage.retry import Deadline
 
 NOT_FOUND = OffsetResult(-1, -1, None)
 _WINDOW = 1 << 20

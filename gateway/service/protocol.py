@@ -18,6 +18,7 @@ from __future__ import annotations
 import uuid
 from typing import Literal, Protocol
 
+from gateway.deadline import Deadline
 from gateway.service.types import (
     FetchedRecord,
     FetchResult,
@@ -27,7 +28,6 @@ from gateway.service.types import (
     Readiness,
     SegmentInfo,
 )
-from gateway.storage.retry import Deadline
 
 OffsetSpec = int | Literal["earliest", "latest", "max_timestamp"]
 

@@ -21,13 +21,13 @@ from dataclasses import dataclass
 
 from cachetools import LRUCache
 
+from gateway.cache.chunks import ChunkCache
+from gateway.deadline import Deadline, wait_within
 from gateway.metadata.model import RemoteLogSegmentMetadata
 from gateway.remote.keyring import KeyRing
 from gateway.remote.keys import ObjectKey, Suffix, encode_uuid
 from gateway.remote.manifest import IndexType, parse_manifest
 from gateway.remote.reader import RemoteSegment, SegmentReader
-from gateway.service.chunks import ChunkCache
-from gateway.storage.retry import Deadline, wait_within
 from indexcache import RemoteIndexCache, SegmentIndexBytes, SegmentIndexes, SegmentKey
 
 INDEX_LOAD_TIMEOUT = 30.0

@@ -9,7 +9,8 @@ Layout, driver to executor:
 * :mod:`gateway.spark.plan` cuts segments into splits (pure, picklable values);
 * :mod:`gateway.spark.read` reads one split on an executor into Arrow record batches;
 * :mod:`gateway.spark.source` is the only module importing ``pyspark.sql.datasource``;
-* :mod:`gateway.spark.export` is the job (``python -m gateway.spark.export`` or spark-submit).
+* :mod:`gateway.spark.export` is the job (run by :mod:`gateway.commands.export`: the CLI,
+  ``python -m`` or spark-submit).
 
 Only :mod:`~gateway.spark.source` and :mod:`~gateway.spark.export` import pyspark, so nothing
 outside this package needs the extra installed.

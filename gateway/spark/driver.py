@@ -134,7 +134,7 @@ def load_metadata(opts: ReadOptions) -> RemoteLogMetadataManager:
 
 def _load(opts: ReadOptions) -> tuple[RemoteLogMetadataManager, Claims]:
     """The RLMM and the unreadable manifests the scan found (none known from a catalog)."""
-    from gateway.commands.common import open_manager  # noqa: PLC0415
+    from gateway.metadata.open import open_manager  # noqa: PLC0415
 
     if opts.catalog is not None:
         path = Path(opts.catalog)

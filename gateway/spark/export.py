@@ -2,8 +2,10 @@
 
     tiered-gateway export --store s3://bucket --key-prefix tiered/ --topic orders \\
         --output s3a://lake/orders --master local[*]
-    spark-submit --master spark://host:7077 gateway/spark/export.py --store ... --output ...
-    python -m gateway.spark.export --store ... --output ...
+    spark-submit --master spark://host:7077 gateway/commands/export.py --store ... --output ...
+    python -m gateway.commands.export --store ... --output ...
+
+(the arguments are parsed in :mod:`gateway.commands.export`, which hands over here).
 
 Both writers give the layout of ``partitionBy("topic", "partition")``, one directory per
 Kafka partition:
@@ -35,7 +37,6 @@ import sys
 import threading
 import time
 import uuid
-from collections.abc import Sequence
 from typing import TextIO
 
 import pyarrow.fs as pafs
@@ -44,8 +45,7 @@ from pyspark.errors import AnalysisException, PythonException
 from pyspark.sql import DataFrame, Observation, SparkSession
 from pyspark.sql.functions import count, lit
 
-from gateway.commands.export import add_arguments, reader_options
-from gateway.errors import ConfigurationError, ExportFailedError, GatewayError
+from gateway.errors import ConfigurationError, ExportFailedError
 from gateway.spark import FORMAT_NAME
 from gateway.spark.driver import build_plan
 from gateway.spark.options import parse_options
@@ -152,17 +152,19 @@ def writer_of(args: argparse.Namespace) -> str:
     return writer
 
 
-def export(spark: SparkSession, args: argparse.Namespace) -> dict[str, object]:
-    """Run the export; the summary printed at the end."""
+def export(
+    spark: SparkSession, args: argparse.Namespace, options: dict[str, str]
+) -> dict[str, object]:
+    """Run the export reading with the ``tiered-kafka`` ``options``; the summary printed last."""
     started = time.monotonic()
     writer = writer_of(args)
     progress = Progress(spark, f"export {args.topic}") if not args.quiet else _Quiet()
     try:
         with progress:
             if writer == "arrow":
-                written = _export_with_arrow(spark, args)
+                written = _export_with_arrow(spark, args, options)
             else:
-                written = _export_with_spark(spark, args)
+                written = _export_with_spark(spark, args, options)
     except AnalysisException as exc:  # an existing output, a bad path or option: no traceback
         raise ConfigurationError(f"export to {args.output}: {_last_line(exc)}") from exc
     except (PythonException, Py4JJavaError) as exc:  # a task failed (after Spark's retries)
@@ -180,9 +182,11 @@ def export(spark: SparkSession, args: argparse.Namespace) -> dict[str, object]:
     }
 
 
-def _export_with_spark(spark: SparkSession, args: argparse.Namespace) -> dict[str, int]:
+def _export_with_spark(
+    spark: SparkSession, args: argparse.Namespace, options: dict[str, str]
+) -> dict[str, int]:
     observation = Observation("export")
-    df = read_topic(spark, reader_options(args))
+    df = read_topic(spark, options)
     observed = df.observe(observation, count(lit(1)).alias("records"))
     writer = observed.write.mode(args.mode).partitionBy("topic", "partition")
     codec = _SPARK_CODEC_NAMES.get((args.format, args.compression), args.compression)
@@ -190,11 +194,13 @@ def _export_with_spark(spark: SparkSession, args: argparse.Namespace) -> dict[st
     return {"records": int(observation.get.get("records", 0))}
 
 
-def _export_with_arrow(spark: SparkSession, args: argparse.Namespace) -> dict[str, int]:
+def _export_with_arrow(
+    spark: SparkSession, args: argparse.Namespace, options: dict[str, str]
+) -> dict[str, int]:
     """Plan on the driver, one task per split writing its own Parquet file."""
     out = OutputSpec(args.output, uuid.uuid4().hex[:8], compression=args.compression)
     fs, root = open_output(args.output)
-    plan = build_plan(parse_options(reader_options(args)))  # before --mode overwrite deletes
+    plan = build_plan(parse_options(options))  # before --mode overwrite deletes
     shown = redact(args.output)
     try:
         if not prepare_output(fs, root, args.mode, shown):
@@ -265,31 +271,13 @@ class _Quiet:
         return None
 
 
-def run_export(args: argparse.Namespace) -> int:
+def run_export(args: argparse.Namespace, options: dict[str, str]) -> int:
     """The CLI's entry: build (or reuse) a session, export, print the summary."""
     spark = session(args.master)
     try:
-        summary = export(spark, args)
+        summary = export(spark, args, options)
     except ExportFailedError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_FAILED
     print(json.dumps(summary, separators=(",", ":")))
     return EXIT_OK
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    """spark-submit's entry (``gateway/spark/export.py`` or ``-m gateway.spark.export``)."""
-    parser = argparse.ArgumentParser(
-        prog="gateway.spark.export", description="Export a topic from the bucket with Spark."
-    )
-    add_arguments(parser)
-    args = parser.parse_args(argv)
-    try:
-        return run_export(args)
-    except GatewayError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return EXIT_BAD_INPUT
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -50,6 +50,7 @@ from enum import StrEnum
 from typing import Final
 
 from gateway.errors import ConfigurationError
+from gateway.remote.keys import parse_topic_id
 from gateway.service.types import IsolationLevel
 from gateway.storage.sync import SyncStoreSpec
 
@@ -280,9 +281,7 @@ def parse_options(options: Mapping[str, str]) -> ReadOptions:
         partitions = _partitions(opts["partitions"])
     topic_id = None
     if "topicid" in opts:
-        from gateway.cli import topic_id_arg  # noqa: PLC0415 - one parser for both forms
-
-        topic_id = topic_id_arg(opts["topicid"])
+        topic_id = parse_topic_id(opts["topicid"], "option topicId")
     isolation_text = opts.get("isolation.level", opts.get("kafka.isolation.level"))
     isolation = IsolationLevel.READ_UNCOMMITTED
     if isolation_text is not None:

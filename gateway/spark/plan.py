@@ -27,8 +27,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from gateway.errors import CorruptIndexError
+from gateway.kafka.offset_index import OffsetIndex
 from gateway.read.framing import SegmentBounds
-from indexcache.offset_index import OffsetIndex
 
 
 @dataclass(frozen=True, slots=True)

@@ -56,6 +56,9 @@ from gateway.errors import (
     add_context,
 )
 from gateway.kafka.batch import HEADER_SIZE, RecordBatch
+from gateway.kafka.offset_index import OffsetIndex
+from gateway.kafka.time_index import TimeIndex
+from gateway.kafka.txn_index import TransactionIndex
 from gateway.read.framing import SegmentFramer
 from gateway.read.txn import AbortedFilter, MarkerLedger, check_verdicts
 from gateway.remote.keyring import KeyRing
@@ -67,9 +70,6 @@ from gateway.service.types import AbortedTransaction, IsolationLevel
 from gateway.spark.columns import FastColumns
 from gateway.spark.plan import SegmentRef, Split, region, split_byte_range, start_entry
 from gateway.storage.sync import SyncObjectStore, SyncStoreSpec
-from indexcache.offset_index import OffsetIndex
-from indexcache.time_index import TimeIndex
-from indexcache.txn_index import TransactionIndex
 from indexcache.validate import check_offset_index, check_time_index, check_txn_index
 
 MAX_GROUP_BYTES: Final = 64 << 20  # records bytes decoded in one pass (int32 Arrow offsets)

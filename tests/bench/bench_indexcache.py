@@ -29,16 +29,11 @@ import time
 from bisect import bisect_right
 from collections.abc import Awaitable, Callable
 
-from indexcache import (
-    AbortedTxn,
-    RemoteIndexCache,
-    SegmentIndexBytes,
-    SegmentKey,
-    encode_offset_index,
-    encode_time_index,
-    encode_txn_index,
-    format_leader_epoch_checkpoint,
-)
+from gateway.kafka.epoch import format_leader_epoch_checkpoint
+from gateway.kafka.offset_index import encode_offset_index
+from gateway.kafka.time_index import encode_time_index
+from gateway.kafka.txn_index import AbortedTxn, encode_txn_index
+from indexcache import RemoteIndexCache, SegmentIndexBytes, SegmentKey
 
 INTERVAL = 4096  # index.interval.bytes
 RECORDS_PER_ENTRY = 4  # ~1 KiB records

@@ -22,6 +22,7 @@ from pathlib import Path
 import zstandard
 from Crypto.PublicKey import RSA
 
+from gateway.deadline import Deadline
 from gateway.kafka.builder import RecordInput, build_batch
 from gateway.remote.keyring import KeyRing
 from gateway.remote.reader import RemoteSegment, SegmentReader
@@ -34,7 +35,7 @@ from gateway.remote.tiering import (
 )
 from gateway.remote.transforms import detransform_chunk
 from gateway.storage.filesystem import FilesystemStore
-from gateway.storage.retry import Deadline, Retrier
+from gateway.storage.retry import Retrier
 
 CHUNK = 4 * 1024 * 1024
 ASK = 1024 * 1024

@@ -69,6 +69,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
+from gateway.deadline import Deadline
 from gateway.errors import GatewayError
 from gateway.remote import keyring
 from gateway.remote.keys import Suffix
@@ -77,7 +78,6 @@ from gateway.service.core import GatewayService, open_service
 from gateway.service.protocol import OffsetSpec
 from gateway.service.types import FetchedRecord, IsolationLevel, OffsetResult
 from gateway.storage.filesystem import FilesystemStore
-from gateway.storage.retry import Deadline
 from tests.integration.independent_bucket import (
     KEY_ID,
     KEY_PREFIX,

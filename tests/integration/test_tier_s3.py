@@ -10,13 +10,14 @@ from pathlib import Path
 
 from Crypto.PublicKey import RSA
 
+from gateway.deadline import Deadline
 from gateway.kafka.demo import write_demo_segment
 from gateway.remote.keyring import KeyRing
 from gateway.remote.keys import Suffix, parse_object_key
 from gateway.remote.manifest import IndexType, parse_manifest
 from gateway.remote.reader import RemoteSegment, SegmentReader
 from gateway.storage.factory import open_store
-from gateway.storage.retry import Deadline, Retrier
+from gateway.storage.retry import Retrier
 
 
 async def test_tier_command_to_s3_and_read_back(

@@ -33,6 +33,7 @@ from gateway.errors import (
     TransactionPendingError,
 )
 from gateway.kafka.batch import RecordBatch, iter_batches
+from gateway.kafka.offset_index import OffsetIndex
 from gateway.kafka.writer import SegmentWriter
 from gateway.read.framing import SegmentFramer
 from gateway.remote.keys import ObjectKey, Suffix, parse_object_key
@@ -43,7 +44,6 @@ from gateway.spark.options import parse_options
 from gateway.spark.plan import SegmentRef
 from gateway.spark.read import frame, read_split
 from gateway.spark.source import TieredKafkaDataSource
-from indexcache.offset_index import OffsetIndex
 from tests.spark.support import PREFIX, Bucket, PartitionData, TopicSpec, write_bucket
 from tests.unit.kafka.independent import Rec, build
 

@@ -17,6 +17,7 @@ import pytest
 from gateway.cli import main as cli_main
 from gateway.errors import ConfigurationError, UnknownTopicOrPartitionError
 from gateway.kafka.batch import iter_batches
+from gateway.kafka.offset_index import OffsetIndex
 from gateway.kafka.writer import SegmentWriter
 from gateway.spark.columns import arrow_schema
 from gateway.spark.driver import ReadPlan, build_plan
@@ -29,7 +30,6 @@ from gateway.spark.options import (
 )
 from gateway.spark.plan import SegmentRef, Split, plan_partition, split_byte_range
 from gateway.spark.read import read_split
-from indexcache.offset_index import OffsetIndex
 from tests.spark.support import Bucket, Expected, write_bucket
 from tests.unit.kafka.independent import Rec, build
 

@@ -9,13 +9,13 @@ from pathlib import Path
 import pytest
 
 from gateway.cli import main
-from gateway.commands.common import open_manager
 from gateway.errors import StorageUnavailableError
 from gateway.kafka.demo import write_demo_segment
 from gateway.metadata.backend import MemoryBackend
 from gateway.metadata.lifecycle import upload_registered
 from gateway.metadata.manager import RemoteLogMetadataManager
 from gateway.metadata.model import SegmentState
+from gateway.metadata.open import open_manager
 from gateway.remote.keyring import KeyRing
 from gateway.remote.tiering import (
     SegmentObjects,

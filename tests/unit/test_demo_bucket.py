@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from gateway.deadline import Deadline
 from gateway.demo import DemoBucket, write_demo_bucket, write_demo_bucket_async
 from gateway.demo.log import PartitionLog
 from gateway.demo.topics import TOPICS
@@ -23,6 +24,7 @@ from gateway.kafka.codecs import Codec
 from gateway.kafka.control import ControlRecordType, control_type
 from gateway.kafka.demo import DEMO_BASE_TIMESTAMP
 from gateway.kafka.records import LOG_APPEND_TIME, RecordLike
+from gateway.kafka.txn_index import TransactionIndex
 from gateway.metadata.backend import MemoryBackend
 from gateway.metadata.manager import RemoteLogMetadataManager
 from gateway.metadata.model import TopicIdPartition
@@ -33,8 +35,7 @@ from gateway.remote.manifest import IndexType, RemoteLogSegmentMetadata, parse_m
 from gateway.remote.reader import RemoteSegment, SegmentReader
 from gateway.storage.factory import open_store
 from gateway.storage.filesystem import FilesystemStore
-from gateway.storage.retry import Deadline, Retrier, RetryPolicy
-from indexcache import TransactionIndex
+from gateway.storage.retry import Retrier, RetryPolicy
 
 ELAPSED: dict[str, float] = {}
 

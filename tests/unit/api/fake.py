@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gateway.config import Settings
+from gateway.deadline import Deadline
 from gateway.errors import GatewayError, OffsetOutOfRangeError, UnknownTopicOrPartitionError
 from gateway.kafka.records import Record
 from gateway.service.protocol import OffsetSpec
@@ -31,7 +32,6 @@ from gateway.service.types import (
     SegmentInfo,
     UnreadableManifest,
 )
-from gateway.storage.retry import Deadline
 
 TOPIC = "orders"
 TOPIC_ID = uuid.UUID("70e7a400-1c72-5923-ae8f-a41d6500c5fa")

@@ -5,15 +5,11 @@ from __future__ import annotations
 import asyncio
 from collections import Counter
 
-from indexcache import (
-    AbortedTxn,
-    SegmentIndexBytes,
-    SegmentKey,
-    encode_offset_index,
-    encode_time_index,
-    encode_txn_index,
-    format_leader_epoch_checkpoint,
-)
+from gateway.kafka.epoch import format_leader_epoch_checkpoint
+from gateway.kafka.offset_index import encode_offset_index
+from gateway.kafka.time_index import encode_time_index
+from gateway.kafka.txn_index import AbortedTxn, encode_txn_index
+from indexcache import SegmentIndexBytes, SegmentKey
 
 T0 = 1_700_000_000_000
 

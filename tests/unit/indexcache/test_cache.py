@@ -8,16 +8,10 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 
 from gateway.errors import CorruptCheckpointError, CorruptIndexError
-from indexcache import (
-    NO_TIMESTAMP,
-    AbortedTxn,
-    OffsetPosition,
-    RemoteIndexCache,
-    SegmentIndexBytes,
-    SegmentIndexes,
-    SegmentKey,
-    TimestampOffset,
-)
+from gateway.kafka.offset_index import OffsetPosition
+from gateway.kafka.time_index import NO_TIMESTAMP, TimestampOffset
+from gateway.kafka.txn_index import AbortedTxn
+from indexcache import RemoteIndexCache, SegmentIndexBytes, SegmentIndexes, SegmentKey
 from tests.unit.indexcache.cache_support import T0, Loader, key, loader_for, segment_bytes
 
 

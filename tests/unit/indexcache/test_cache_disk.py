@@ -11,15 +11,9 @@ from pathlib import Path
 import pytest
 
 from gateway.errors import CorruptIndexError
-from indexcache import (
-    DiskTier,
-    OffsetPosition,
-    RemoteIndexCache,
-    SegmentIndexBytes,
-    SegmentIndexes,
-    SegmentKey,
-    TimestampOffset,
-)
+from gateway.kafka.offset_index import OffsetPosition
+from gateway.kafka.time_index import TimestampOffset
+from indexcache import DiskTier, RemoteIndexCache, SegmentIndexBytes, SegmentIndexes, SegmentKey
 from tests.unit.indexcache.cache_support import T0, Loader, key, loader_for, segment_bytes
 
 SUFFIXES = (".index", ".timeindex", ".txnindex", ".leader-epoch-checkpoint")

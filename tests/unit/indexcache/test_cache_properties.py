@@ -8,20 +8,11 @@ import asyncio
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from indexcache import (
-    NO_TIMESTAMP,
-    AbortedTxn,
-    OffsetPosition,
-    RemoteIndexCache,
-    SegmentIndexBytes,
-    SegmentKey,
-    TimestampOffset,
-    TxnIndexSearchResult,
-    encode_offset_index,
-    encode_time_index,
-    encode_txn_index,
-    format_leader_epoch_checkpoint,
-)
+from gateway.kafka.epoch import format_leader_epoch_checkpoint
+from gateway.kafka.offset_index import OffsetPosition, encode_offset_index
+from gateway.kafka.time_index import NO_TIMESTAMP, TimestampOffset, encode_time_index
+from gateway.kafka.txn_index import AbortedTxn, TxnIndexSearchResult, encode_txn_index
+from indexcache import RemoteIndexCache, SegmentIndexBytes, SegmentKey
 from tests.unit.indexcache.cache_support import Loader
 
 SETTINGS = settings(max_examples=150, deadline=None)

@@ -11,9 +11,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from gateway.errors import CorruptIndexError
-from indexcache.offset_index import OffsetIndex, encode_offset_index
-from indexcache.time_index import TimeIndex, encode_time_index
-from indexcache.txn_index import AbortedTxn, TransactionIndex, encode_txn_index
+from gateway.kafka.offset_index import OffsetIndex, encode_offset_index
+from gateway.kafka.time_index import TimeIndex, encode_time_index
+from gateway.kafka.txn_index import AbortedTxn, TransactionIndex, encode_txn_index
 from indexcache.validate import check_offset_index, check_time_index, check_txn_index
 
 BASE, END, SIZE = 100, 199, 10_000

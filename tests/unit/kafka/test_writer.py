@@ -13,16 +13,12 @@ from gateway.kafka.builder import RecordInput, build_batch, end_txn_marker
 from gateway.kafka.codecs import Codec
 from gateway.kafka.control import ControlRecordType
 from gateway.kafka.demo import write_demo_segment
+from gateway.kafka.epoch import EpochEntry, parse_leader_epoch_checkpoint
+from gateway.kafka.offset_index import OffsetIndex
+from gateway.kafka.producer_snapshot import parse_producer_snapshot
+from gateway.kafka.time_index import TimeIndex
+from gateway.kafka.txn_index import AbortedTxn, TransactionIndex
 from gateway.kafka.writer import SegmentWriter
-from indexcache import (
-    AbortedTxn,
-    EpochEntry,
-    OffsetIndex,
-    TimeIndex,
-    TransactionIndex,
-    parse_leader_epoch_checkpoint,
-    parse_producer_snapshot,
-)
 
 
 def _random_segment(tmp_path: Path, seed: int, base: int = 1000) -> tuple[SegmentWriter, Path]:

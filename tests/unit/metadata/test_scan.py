@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from gateway.deadline import Deadline
 from gateway.errors import (
     ConfigurationError,
     DeadlineExceededError,
@@ -41,7 +42,7 @@ from gateway.remote.tiering import (
 )
 from gateway.storage.base import ObjectInfo
 from gateway.storage.filesystem import FilesystemStore
-from gateway.storage.retry import Deadline, Retrier, RetryPolicy
+from gateway.storage.retry import Retrier, RetryPolicy
 
 TOPIC_ID = uuid.UUID(int=0xABC)
 TP = TopicIdPartition(TOPIC_ID, 2, "orders")

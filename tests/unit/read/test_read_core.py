@@ -11,11 +11,11 @@ from gateway.errors import CorruptIndexError, CorruptRecordError, CrcMismatchErr
 from gateway.kafka.batch import RecordBatch, iter_batches
 from gateway.kafka.builder import RecordInput, build_batch, end_txn_marker
 from gateway.kafka.control import ControlRecordType
+from gateway.kafka.time_index import TimestampOffset
 from gateway.read.framing import SegmentBounds, SegmentFramer
 from gateway.read.timesearch import TimestampSearch
 from gateway.read.txn import MarkerLedger, check_verdicts
 from gateway.service.types import AbortedTransaction
-from indexcache.time_index import TimestampOffset
 
 ABORT, COMMIT = ControlRecordType.ABORT, ControlRecordType.COMMIT
 

@@ -17,6 +17,7 @@ from Crypto.PublicKey import RSA
 from hypothesis import given
 from hypothesis import strategies as st
 
+from gateway.deadline import Deadline
 from gateway.errors import (
     CorruptDataError,
     GatewayError,
@@ -47,7 +48,7 @@ from gateway.remote.tiering import (
 )
 from gateway.storage.base import ObjectStore
 from gateway.storage.filesystem import FilesystemStore
-from gateway.storage.retry import Deadline, Retrier, RetryPolicy
+from gateway.storage.retry import Retrier, RetryPolicy
 from gateway.storage.sync import SyncFilesystemStore
 
 TOPIC_ID = uuid.UUID("6b1c4bd6-6d1f-4a4e-9f0e-6a2f1f0f6b1c")

@@ -12,6 +12,7 @@ import pytest
 
 from gateway.demo import DemoBucket
 from gateway.kafka.batch import RecordBatch, iter_batches
+from gateway.kafka.txn_index import AbortedTxn, TransactionIndex, encode_txn_index
 from gateway.remote.keyring import KeyRing
 from gateway.remote.keys import Suffix, parse_object_key
 from gateway.remote.manifest import parse_manifest
@@ -27,7 +28,6 @@ from gateway.remote.tiering import (
 from gateway.scrub import Finding, audit_segment
 from gateway.scrub import findings as checks
 from gateway.storage.sync import SyncStoreSpec
-from indexcache import AbortedTxn, TransactionIndex, encode_txn_index
 from tests.unit.scrub.helpers import Bucket, problems
 
 

@@ -11,12 +11,14 @@ import pytest
 
 from gateway.demo import DemoBucket
 from gateway.kafka.batch import PEEK_SIZE, RecordBatch, iter_batches
+from gateway.kafka.offset_index import OffsetIndex
+from gateway.kafka.time_index import TimeIndex
+from gateway.kafka.txn_index import AbortedTxn, TransactionIndex
 from gateway.read.framing import SegmentBounds
 from gateway.remote.tiering import LocalSegment, read_segment_dir, segment_metadata
 from gateway.scrub import findings as checks
 from gateway.scrub.findings import MAX_PER_CHECK, FindingSink, Severity, Where
 from gateway.scrub.logscan import UNKNOWN_END, IndexView, LogScanner
-from indexcache import AbortedTxn, OffsetIndex, TimeIndex, TransactionIndex
 
 
 def local_segment(demo: DemoBucket, folder: str, n: int = 0) -> LocalSegment:

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from gateway.deadline import Deadline
 from gateway.demo import DemoBucket, write_demo_bucket
 from gateway.errors import (
     CorruptDataError,
@@ -29,7 +30,6 @@ from gateway.errors import (
 from gateway.remote.manifest import IndexType, parse_manifest
 from gateway.service.core import GatewayService
 from gateway.service.types import IsolationLevel
-from gateway.storage.retry import Deadline
 from tests.unit.service.support import Settings, ready_service
 
 RU = IsolationLevel.READ_UNCOMMITTED

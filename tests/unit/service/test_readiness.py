@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from gateway.deadline import Deadline
 from gateway.demo import DemoBucket, write_demo_bucket
 from gateway.errors import (
     CorruptManifestError,
@@ -27,7 +28,6 @@ from gateway.errors import (
 from gateway.remote.keys import ObjectKey, Suffix
 from gateway.service.core import GatewayService, open_service
 from gateway.service.types import IsolationLevel
-from gateway.storage.retry import Deadline
 from tests.unit.service.support import Settings, ready_service
 
 GHOST_ID = uuid.UUID(int=0x6057)

@@ -16,11 +16,11 @@ from pathlib import Path
 import pytest
 from kafka.record import MemoryRecords
 
+from gateway.deadline import Deadline
 from gateway.demo import DemoBucket, write_demo_bucket
 from gateway.errors import OffsetOutOfRangeError, UnknownTopicOrPartitionError
 from gateway.service.core import GatewayService, open_service
 from gateway.service.types import IsolationLevel
-from gateway.storage.retry import Deadline
 from tests.unit.service.support import Settings, ready_service
 
 RU, RC = IsolationLevel.READ_UNCOMMITTED, IsolationLevel.READ_COMMITTED

@@ -9,12 +9,13 @@ import warnings
 
 import pytest
 
+from gateway.deadline import Deadline, wait_within
 from gateway.errors import (
     DeadlineExceededError,
     ObjectNotFoundError,
     StorageUnavailableError,
 )
-from gateway.storage.retry import Deadline, Retrier, RetryPolicy, wait_within
+from gateway.storage.retry import Retrier, RetryPolicy
 
 FAST = RetryPolicy(max_attempts=4, base_delay=0.001, max_delay=0.004, attempt_timeout=0.5)
 

@@ -15,6 +15,7 @@ import pytest
 import respx
 from aiobotocore.credentials import AioRefreshableCredentials
 
+from gateway.deadline import Deadline
 from gateway.errors import (
     ConfigurationError,
     DeadlineExceededError,
@@ -24,7 +25,7 @@ from gateway.errors import (
     StorageError,
     StorageUnavailableError,
 )
-from gateway.storage.retry import Deadline, Retrier, RetryPolicy
+from gateway.storage.retry import Retrier, RetryPolicy
 from gateway.storage.s3_errors import error_code, translate
 from gateway.storage.s3_http import (
     HttpOptions,

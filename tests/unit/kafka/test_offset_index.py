@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from gateway.errors import CorruptIndexError
-from indexcache.offset_index import (
+from gateway.kafka.offset_index import (
     ENTRY_SIZE,
     OffsetIndex,
     OffsetPosition,

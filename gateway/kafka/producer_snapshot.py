@@ -27,7 +27,7 @@ from typing import NamedTuple
 import crc32c
 
 from gateway.errors import CorruptCheckpointError
-from indexcache._common import (
+from gateway.kafka.ints import (
     INT16_MAX,
     INT16_MIN,
     INT32_MAX,

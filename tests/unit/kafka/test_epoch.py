@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from gateway.errors import CorruptCheckpointError
-from indexcache.epoch import (
+from gateway.kafka.epoch import (
     EpochEntry,
     LeaderEpochCache,
     format_leader_epoch_checkpoint,

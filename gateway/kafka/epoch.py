@@ -33,7 +33,7 @@ from collections.abc import Iterable
 from typing import NamedTuple
 
 from gateway.errors import CorruptCheckpointError
-from indexcache._common import INT32_MAX, INT32_MIN, INT64_MAX, INT64_MIN, short_repr
+from gateway.kafka.ints import INT32_MAX, INT32_MIN, INT64_MAX, INT64_MIN, short_repr
 
 __all__ = [
     "CHECKPOINT_VERSION",

@@ -10,6 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from gateway.cache.chunks import ChunkCache
+from gateway.deadline import Deadline
 from gateway.errors import StorageUnavailableError
 from gateway.kafka.demo import write_demo_segment
 from gateway.remote.keyring import KeyRing
@@ -23,9 +25,8 @@ from gateway.remote.tiering import (
     segment_metadata,
     upload_segment,
 )
-from gateway.service.chunks import ChunkCache
 from gateway.storage.filesystem import FilesystemStore
-from gateway.storage.retry import Deadline, Retrier, RetryPolicy
+from gateway.storage.retry import Retrier, RetryPolicy
 
 CHUNK = 1024
 

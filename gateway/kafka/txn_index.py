@@ -26,7 +26,7 @@ from collections.abc import Iterable, Iterator
 from typing import NamedTuple
 
 from gateway.errors import CorruptIndexError
-from indexcache._common import INT64_MAX, INT64_MIN, BytesLike, as_byte_buffer, check_range
+from gateway.kafka.ints import INT64_MAX, INT64_MIN, BytesLike, as_byte_buffer, check_range
 
 __all__ = [
     "CURRENT_VERSION",

@@ -12,11 +12,11 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from gateway.cache.chunk_disk import ChunkDiskTier
+from gateway.deadline import Deadline
 from gateway.demo import DemoBucket, write_demo_bucket
 from gateway.errors import StorageUnavailableError
-from gateway.service.chunk_disk import ChunkDiskTier
 from gateway.storage.filesystem import FilesystemStore
-from gateway.storage.retry import Deadline
 from tests.unit.service.support import Settings, ready_service
 from tests.unit.service.test_service_demo import RU, expected_records, walk
 

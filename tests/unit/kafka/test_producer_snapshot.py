@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from gateway.errors import CorruptCheckpointError
-from indexcache.producer_snapshot import (
+from gateway.kafka.producer_snapshot import (
     ENTRY_SIZE,
     HEADER_SIZE,
     ProducerSnapshotEntry,

@@ -26,8 +26,8 @@ from collections.abc import Iterable, Iterator
 from typing import NamedTuple
 
 from gateway.errors import CorruptIndexError
-from indexcache._common import INT32_MAX, check_range
-from indexcache._fixed import FixedEntryIndex
+from gateway.kafka.fixed_index import FixedEntryIndex
+from gateway.kafka.ints import INT32_MAX, check_range
 
 __all__ = [
     "ENTRY_SIZE",

@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import ClassVar
 
 from gateway.errors import CorruptIndexError
-from indexcache._common import BytesLike, as_byte_buffer
+from gateway.kafka.ints import BytesLike, as_byte_buffer
 
 
 class FixedEntryIndex:

@@ -27,13 +27,13 @@ from collections.abc import Iterable, Iterator
 from typing import NamedTuple
 
 from gateway.errors import CorruptIndexError
-from indexcache._common import (
+from gateway.kafka.fixed_index import FixedEntryIndex
+from gateway.kafka.ints import (
     INT32_MAX,
     INT64_MAX,
     INT64_MIN,
     check_range,
 )
-from indexcache._fixed import FixedEntryIndex
 
 __all__ = [
     "ENTRY_SIZE",

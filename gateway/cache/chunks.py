@@ -11,7 +11,7 @@ A fetch reads original segment bytes ``[start, end)``; they come from whole deco
   load is not cached;
 * read-ahead: when reads of a segment move forward chunk after chunk, the next chunks, up to
   ``readahead_bytes``, are loaded in the background (failures only logged);
-* an optional disk tier (:class:`~gateway.service.chunk_disk.ChunkDiskTier`) below memory: a
+* an optional disk tier (:class:`~gateway.cache.chunk_disk.ChunkDiskTier`) below memory: a
   load asks it first, and writes what it fetched from the bucket to it in the background.
 
 Keys are (segment uuid, chunk id): a segment's objects are never rewritten, so nothing here can
@@ -30,10 +30,10 @@ from typing import Any
 
 from cachetools import LRUCache
 
+from gateway.cache.chunk_disk import ChunkDiskTier, ChunkKey
+from gateway.deadline import Deadline, wait_within
 from gateway.remote.chunk_index import Chunk
 from gateway.remote.reader import RemoteSegment, SegmentReader
-from gateway.service.chunk_disk import ChunkDiskTier, ChunkKey
-from gateway.storage.retry import Deadline, wait_within
 
 log = logging.getLogger(__name__)
 

@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from gateway.errors import CorruptIndexError
-from indexcache.time_index import (
+from gateway.kafka.time_index import (
     ENTRY_SIZE,
     NO_TIMESTAMP,
     TimeIndex,

@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from gateway.errors import CorruptIndexError
-from indexcache.txn_index import (
+from gateway.kafka.txn_index import (
     ENTRY_SIZE,
     AbortedTxn,
     TransactionIndex,
