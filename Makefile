@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 
-.PHONY: run test bench lint typecheck clean
+.PHONY: run test unit unit-without-spark bench fmt lint typecheck clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -21,12 +21,19 @@ $(VENV)/.installed-dev: pyproject.toml | $(BIN)/python
 run: $(VENV)/.installed-base
 	$(BIN)/tiered-gateway demo
 
-test: $(VENV)/.installed-dev
-	$(BIN)/ruff check gateway indexcache tests
-	$(BIN)/ruff format --check gateway indexcache tests
-	$(BIN)/mypy
-	$(BIN)/lint-imports --no-logo
+# CI's command (.ci/run): every static check, then the whole suite but the slow tests.
+test: lint
 	$(BIN)/pytest
+
+# The fast loop: unit tests only (no Spark, no integration, no slow ones), on every core.
+UNIT := -m 'not spark and not integration and not slow' -n auto
+unit: $(VENV)/.installed-dev
+	$(BIN)/pytest -q $(UNIT) tests/unit
+
+# The same, as where the `spark` extra is not installed: pyspark, pyarrow, numba and numpy
+# fail to import (tests/fixtures/without_spark), their test modules are skipped, the rest pass.
+unit-without-spark: $(VENV)/.installed-dev
+	PYTHONPATH=tests/fixtures/without_spark $(BIN)/pytest -q -rs $(UNIT) tests
 
 bench: $(VENV)/.installed-dev
 	$(BIN)/python -m tests.bench.bench_decode
@@ -36,8 +43,19 @@ bench: $(VENV)/.installed-dev
 	$(BIN)/python -m tests.bench.bench_metadata
 	$(BIN)/python -m tests.bench.bench_spark
 
+# Fix what can be fixed: lint fixes first (imports sorted, ...), then the format over them.
+fmt: $(VENV)/.installed-dev
+	$(BIN)/ruff check --fix gateway indexcache tests
+	$(BIN)/ruff format gateway indexcache tests
+
+# Every static check: ruff, the format, mypy --strict, the layer contracts of .importlinter.
 lint: $(VENV)/.installed-dev
 	$(BIN)/ruff check gateway indexcache tests
+	$(BIN)/ruff format --check gateway indexcache tests
+	$(BIN)/mypy
+	$(BIN)/lint-imports --no-logo
+
+typecheck: $(VENV)/.installed-dev
 	$(BIN)/mypy
 
 clean:

@@ -110,6 +110,11 @@ class Settings(BaseSettings):
     log_level: LogLevel = Field(
         default="info", description="debug, info, warning, error or critical"
     )
+    log_format: Literal["text", "json"] = Field(
+        default="text",
+        description="text lines, or json: one object per line (ts, level, logger, message, "
+        "request_id)",
+    )
     # --- S3 -----------------------------------------------------------------------------------
     s3_endpoint_url: str | None = Field(default=None, description="S3 endpoint (MinIO, moto, ...)")
     s3_region: str | None = Field(default=None, description="S3 region")

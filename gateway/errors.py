@@ -245,6 +245,13 @@ class ConfigurationError(GatewayError):
     code = "configuration_error"
 
 
+class KeyNotConfiguredError(ConfigurationError):
+    """An encrypted segment's data key is wrapped by a key pair id that is not configured: the
+    message names the id and the ``--key-pair`` flag to add."""
+
+    code = "key_not_configured"
+
+
 class InvalidKeyError(GatewayError):
     """An object key that is not in the layout it claims (a caller error)."""
 

@@ -1,5 +1,6 @@
 """Real local servers shared by the integration and Spark tests: a moto S3 server process on
-127.0.0.1. And the hypothesis profile of the suite.
+127.0.0.1. The demo bucket fixtures (``tests.fixtures.demo``), the ``spark`` and
+``integration`` markers (set here by path and use), and the hypothesis profile of the suite.
 
 Hypothesis profile: ``ci`` (the default) has no per-example deadline and no ``too_slow``
 health check, so a loaded 2-core machine slows the suite down but never fails it; select
@@ -8,27 +9,61 @@ another with ``HYPOTHESIS_PROFILE`` (``default`` is hypothesis' own, with its 20
 
 from __future__ import annotations
 
+import logging
 import os
-import socket
 import subprocess
 import sys
-import time
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 
 import boto3
 import pytest
 from hypothesis import HealthCheck, settings
 
+from tests.fixtures.extras import require_spark
+from tests.fixtures.ports import LOCALHOST, listening_port
+
+pytest_plugins = ["tests.fixtures.demo"]
+
 settings.register_profile("ci", deadline=None, suppress_health_check=[HealthCheck.too_slow])
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 
+_TESTS = Path(__file__).parent
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """``integration``: under tests/integration. ``spark``: under tests/spark, or using the
+    ``spark`` session fixture, or in a module that needs the extra (``require_spark``)."""
+    for item in items:
+        path = item.path
+        if path.is_relative_to(_TESTS / "integration"):
+            item.add_marker(pytest.mark.integration)
+        module = getattr(item, "module", None)
+        if (
+            path.is_relative_to(_TESTS / "spark")
+            or "spark" in getattr(item, "fixturenames", ())
+            or getattr(module, "require_spark", None) is require_spark
+        ):
+            item.add_marker(pytest.mark.spark)
+
+
+@pytest.fixture(autouse=True)
+def _loggers_left_as_found() -> Iterator[None]:
+    """A test that configures logging (``serve`` does) leaves the loggers as it found them: a
+    handler left on the root logger writes into the closed capture of every later test."""
+    loggers = [logging.getLogger(n) for n in ("", "uvicorn", "uvicorn.error", "uvicorn.access")]
+    saved = [(lg, list(lg.handlers), lg.level, lg.propagate) for lg in loggers]
+    yield
+    for lg, handlers, level, propagate in saved:
+        for handler in list(lg.handlers):  # pytest's own capture handlers are its to remove
+            if handler not in handlers and not type(handler).__module__.startswith("_pytest"):
+                lg.removeHandler(handler)
+        for handler in handlers:  # what the test cleared, back (but pytest's, gone by now)
+            if handler not in lg.handlers and not type(handler).__module__.startswith("_pytest"):
+                lg.addHandler(handler)
+        lg.setLevel(level)
+        lg.propagate = propagate
 
 
 @pytest.fixture(scope="session")
@@ -37,24 +72,19 @@ def moto_endpoint() -> Iterator[str]:
     os.environ.setdefault("AWS_ACCESS_KEY_ID", "testing")
     os.environ.setdefault("AWS_SECRET_ACCESS_KEY", "testing")
     os.environ.setdefault("AWS_DEFAULT_REGION", "us-east-1")
-    port = _free_port()
     proc = subprocess.Popen(
-        [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
+        [sys.executable, "-m", "moto.server", "-H", LOCALHOST, "-p", "0"],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
-    deadline = time.monotonic() + 60
-    while True:
-        try:
-            with socket.create_connection(("127.0.0.1", port), timeout=0.5):
-                break
-        except OSError:
-            if proc.poll() is not None or time.monotonic() > deadline:
-                proc.kill()
-                raise RuntimeError("moto server did not start") from None
-            time.sleep(0.1)
     try:
-        yield f"http://127.0.0.1:{port}"
+        port = listening_port(proc, timeout_s=60)
+    except RuntimeError as e:
+        proc.kill()
+        proc.wait()
+        raise RuntimeError(f"moto server did not start: {e}") from None
+    try:
+        yield f"http://{LOCALHOST}:{port}"
     finally:
         proc.terminate()
         try:

@@ -1,6 +1,6 @@
 """The HTTP layer (FastAPI): parse, validate, call one :class:`~gateway.service.protocol.Service`
 method, render. Nothing outside this package imports FastAPI."""
 
-from gateway.api.app import ServiceFactory, create_app, export_openapi
+from gateway.api.app import ServiceFactory, create_app
 
-__all__ = ["ServiceFactory", "create_app", "export_openapi"]
+__all__ = ["ServiceFactory", "create_app"]

@@ -3,7 +3,8 @@
 import sys
 from pathlib import Path
 
-from gateway.api.app import OPENAPI_FILE, export_openapi
+from gateway.api.app import OPENAPI_FILE
+from gateway.api.schema import export_openapi
 
 target = Path(sys.argv[1] if len(sys.argv) > 1 else OPENAPI_FILE)
 export_openapi(target)

@@ -1,26 +1,28 @@
 """The app factory: :func:`create_app` wires the routers; its lifespan owns the service.
 
 The lifespan enters ``service_factory(settings)`` (default
-:func:`gateway.service.core.open_service`, which owns the store clients, caches and thread
+:func:`gateway.service.open.open_service`, which owns the store clients, caches and thread
 pool) and hands the service and the settings to every request through the lifespan state;
-nothing lives in module globals. :func:`export_openapi` renders the app's schema for
-``openapi.yaml`` (``python -m gateway.api`` rewrites that file).
+nothing lives in module globals. ``/docs`` and ``/redoc`` load their scripts from the
+``fastapi-offline`` package (under ``/static-offline-docs``), never from a CDN.
+:func:`openapi_schema` is the contract; ``python -m gateway.api`` writes it to ``openapi.yaml``
+(:mod:`gateway.api.schema`).
 """
 
 from __future__ import annotations
 
-import json
 import logging
 from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
-from pathlib import Path
 from typing import Any, Final
 
 from fastapi import FastAPI
+from fastapi_offline import FastAPIOffline
 
 from gateway import __version__
 from gateway.api import health, records, topics
 from gateway.api.errors import install_error_handlers
+from gateway.api.models import ErrorBody
 from gateway.api.observe import HttpMetrics, ObserveMiddleware
 from gateway.config import Settings
 from gateway.service.protocol import Service
@@ -35,11 +37,20 @@ topic/partition/offset and ListOffsets by timestamp, with Kafka's semantics.
 
 Every error is `{"error_code", "message", "retriable"}` plus `parameter` (invalid_request) or
 `log_start_offset`/`log_end_offset` (offset_out_of_range); retriable errors carry Retry-After.
+Every response carries `X-Request-ID` (the client's, when it sent a short token; else a new
+one), which the log lines of that request name.
 """
+SERVER_ERROR: Final = {
+    "model": ErrorBody,
+    "description": "a fault of the gateway's configuration or code, not retriable: "
+    "`key_not_configured` (an encrypted segment's key pair id is not configured; the message "
+    "names the id and the `--key-pair ID=PATH` to add), `configuration_error`, "
+    "`internal_error`",
+}
 
 
 def _default_factory() -> ServiceFactory:
-    from gateway.service.core import open_service  # noqa: PLC0415 - the core is heavy
+    from gateway.service.open import open_service  # noqa: PLC0415 - the core is heavy
 
     return open_service
 
@@ -56,11 +67,12 @@ def create_app(settings: Settings, service_factory: ServiceFactory | None = None
             yield {"service": service, "settings": settings}
         log.info("service closed")
 
-    app = FastAPI(
+    app = FastAPIOffline(
         title="tiered-gateway",
         version=__version__,
         description=DESCRIPTION,
         lifespan=lifespan,
+        responses={500: SERVER_ERROR},
     )
     install_error_handlers(app)
     app.add_middleware(ObserveMiddleware, metrics=metrics)
@@ -73,12 +85,3 @@ def create_app(settings: Settings, service_factory: ServiceFactory | None = None
 def openapi_schema() -> dict[str, Any]:
     """The app's OpenAPI document (it does not depend on the settings)."""
     return create_app(Settings.model_construct(store="file:///")).openapi()
-
-
-def export_openapi(path: Path | None = None) -> str:
-    """The schema as ``openapi.yaml`` text: JSON, which is valid YAML, so the file needs no
-    YAML library to write or read; written to ``path`` when given."""
-    text = json.dumps(openapi_schema(), indent=2, ensure_ascii=False) + "\n"
-    if path is not None:
-        path.write_text(text, encoding="utf-8")
-    return text

@@ -2,11 +2,12 @@
 
 Every error body is ``{"error_code", "message", "retriable"}`` plus what helps the client:
 ``parameter`` for a bad request, ``log_start_offset``/``log_end_offset`` for an offset outside
-the remote tier. Status, code and retriability come from the
-:class:`~gateway.errors.GatewayError` class attributes only. FastAPI's validation errors and
-Starlette's routing errors are first turned into a :class:`GatewayError`, so they render the
-same way; an unexpected exception becomes a generic 500 (the traceback goes to the log, not the
-client). NDJSON streams end with the same body as their last line.
+the remote tier, ``offset`` for a record not valid in the asked format. Status, code and
+retriability come from the :class:`~gateway.errors.GatewayError` class attributes only.
+FastAPI's validation errors and Starlette's routing errors are first turned into a
+:class:`GatewayError`, so they render the same way; an unexpected exception becomes a generic
+500 (the traceback goes to the log, not the client). NDJSON streams end with the same body
+as their last line.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from fastapi.exceptions import RequestValidationError
 from starlette.exceptions import HTTPException
 from starlette.responses import Response
 
+from gateway.api.formats import InvalidFormatError
 from gateway.errors import (
     GatewayError,
     InvalidRequestError,
@@ -51,6 +53,8 @@ def error_body(exc: BaseException) -> dict[str, Any]:
     }
     if isinstance(exc, InvalidRequestError) and exc.parameter is not None:
         body["parameter"] = exc.parameter
+    if isinstance(exc, InvalidFormatError) and exc.offset is not None:
+        body["offset"] = exc.offset
     if isinstance(exc, OffsetOutOfRangeError):
         body["log_start_offset"] = exc.log_start_offset
         body["log_end_offset"] = exc.log_end_offset

@@ -96,7 +96,7 @@ def router(metrics: HttpMetrics) -> APIRouter:
     )
     async def prometheus(service: ServiceDep) -> Response:
         """HTTP latency by route and status, then the core's counters (GETs, caches, ...)."""
-        body = generate_latest(metrics.registry) + service.metrics_text()
+        body = generate_latest(metrics.exposition(service.collector))
         return Response(body, media_type=CONTENT_TYPE_LATEST)
 
     return r

@@ -23,6 +23,9 @@ class ErrorBody(BaseModel):
     log_end_offset: int | None = Field(
         None, description="one past the highest remote offset (offset_out_of_range)"
     )
+    offset: int | None = Field(
+        None, description="the record not valid in the asked format (invalid_format)"
+    )
 
 
 class Status(BaseModel):
@@ -71,6 +74,13 @@ class Segment(BaseModel):
     event_timestamp_ms: int
     leader_epochs: list[LeaderEpoch]
     txn_index_empty: bool
+    displaced: bool = Field(
+        description="a finished upload that a later upload of its offsets took the place of "
+        "(a re-upload by a new leader): reads never reach it; retention removes it"
+    )
+    displaced_by: str | None = Field(
+        description="when displaced: the segment reads reach at its start offset, if any"
+    )
 
 
 class Segments(BaseModel):
@@ -81,15 +91,15 @@ class Segments(BaseModel):
 
 class Header(BaseModel):
     key: str
-    value: str | None = Field(description="standard base64, or null")
+    value: Any = Field(description="in header_format (default standard base64), or null")
 
 
 class Record(BaseModel):
     offset: int
     timestamp: int = Field(description="milliseconds; -1 when the record has none")
     timestamp_type: Literal["CreateTime", "LogAppendTime"]
-    key: str | None = Field(description="standard base64, or null")
-    value: str | None = Field(description="standard base64, or null")
+    key: Any = Field(description="in key_format (default standard base64), or null")
+    value: Any = Field(description="in value_format (default standard base64), or null")
     headers: list[Header]
     leader_epoch: int | None
 
@@ -102,6 +112,9 @@ class RecordsResponse(BaseModel):
     next_offset: int = Field(description="one past the last offset considered: fetch from here")
     log_start_offset: int
     log_end_offset: int = Field(description="one past the highest remote offset")
+    end_of_remote_log: bool = Field(
+        description="next_offset is log_end_offset: nothing more to read (until more is tiered)"
+    )
 
 
 class StreamEnd(BaseModel):
@@ -110,6 +123,7 @@ class StreamEnd(BaseModel):
     next_offset: int
     log_start_offset: int
     log_end_offset: int
+    end_of_remote_log: bool
 
 
 class Offset(BaseModel):
@@ -122,8 +136,10 @@ _ERROR_DESCRIPTIONS: dict[int | str, str] = {
     400: "invalid_request: a parameter is invalid; `parameter` names it",
     404: "unknown_topic_or_partition, or no such route (not_found)",
     406: "not_acceptable: none of the Accept types is served",
-    416: "offset_out_of_range: outside the remote tier; the body carries log_start_offset "
-    "and log_end_offset",
+    416: "offset_out_of_range: outside the remote tier (past its end; at exactly the end a "
+    "fetch is 200 with no records); the body carries log_start_offset and log_end_offset",
+    422: "invalid_format: a key, value or header value is not valid in the asked format "
+    "(key_format, value_format, header_format); `parameter` and `offset` name it",
     502: "corrupt_data and its subclasses (crc_mismatch, corrupt_record, corrupt_index, "
     "corrupt_manifest, integrity_error, remote_gap: offsets no segment holds, ...) or "
     "storage_error: never a partial or shortened answer; the message names the object",

@@ -1,25 +1,39 @@
-"""Request metrics and the last line of defence, as one pure ASGI middleware.
+"""Request metrics, the request id and the last line of defence, as one pure ASGI middleware.
 
 Every HTTP request is timed into a histogram labelled by method, route template (never the raw
-path, whose topics and offsets would explode the label space) and status. An exception no
-handler took is logged with its traceback and answered with a generic 500 when the response
-has not started yet; the server never sees it. The registry belongs to one app (no global).
+path, whose topics and offsets would explode the label space) and status. A request to a
+``/v1/topics/{topic}/...`` route is also counted, with its response body bytes, by topic,
+endpoint (the route's name) and outcome (``ok``, ``client_error``, ``server_error``); the topic
+label is the name only when the catalog holds it, else :data:`OTHER_TOPIC`, so clients cannot
+grow the label space. Each request runs with a request id (see :mod:`gateway.api.logs`). An
+exception no handler took is logged with its traceback and answered with a generic 500 when
+the response has not started yet; the server never sees it. The registry belongs to one app
+(no global); no ``_created`` series are exposed.
 """
 
 from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Iterator
 from typing import Final
 
-from prometheus_client import CollectorRegistry, Gauge, Histogram
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, Info
+from prometheus_client.core import Metric
+from prometheus_client.registry import Collector
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from gateway import __version__
+from gateway.api.build import build_commit
 from gateway.api.errors import error_response
+from gateway.api.logs import REQUEST_ID_HEADER, new_request_id, request_id
+from gateway.errors import GatewayError
+from gateway.service.protocol import Service
 
 log = logging.getLogger(__name__)
 
 UNMATCHED: Final = "<unmatched>"
+OTHER_TOPIC: Final = "<other>"  # never a Kafka topic name: '<' and '>' are not legal in one
 LATENCY_BUCKETS: Final = (
     0.001,
     0.0025,
@@ -56,6 +70,59 @@ class HttpMetrics:
             "HTTP requests being served",
             registry=self.registry,
         )
+        Info(
+            "tiered_gateway_build",
+            "The running build: version and git commit (unknown when not known)",
+            registry=self.registry,
+        ).info({"version": __version__, "commit": build_commit()})
+        self.topic_requests = Counter(
+            "tiered_gateway_topic_requests_total",
+            "Requests to a topic's routes, by topic (in the catalog, else <other>), endpoint "
+            "and outcome",
+            ["topic", "endpoint", "outcome"],
+            registry=self.registry,
+        )
+        self.topic_bytes = Counter(
+            "tiered_gateway_topic_response_bytes_total",
+            "Response body bytes of a topic's routes, by topic, endpoint and outcome",
+            ["topic", "endpoint", "outcome"],
+            registry=self.registry,
+        )
+
+    def exposition(self, *more: Collector) -> Collector:
+        """These metrics and ``more``, without ``_created`` series, for ``generate_latest``."""
+        return _WithoutCreated((self.registry, *more))
+
+
+class _WithoutCreated(Collector):
+    def __init__(self, sources: tuple[Collector, ...]) -> None:
+        self._sources = sources
+
+    def collect(self) -> Iterator[Metric]:
+        for source in self._sources:
+            for metric in source.collect():
+                created = metric.name + "_created"
+                metric.samples = [s for s in metric.samples if s.name != created]
+                yield metric
+
+
+def outcome(status: int) -> str:
+    if status >= 500:
+        return "server_error"
+    return "client_error" if status >= 400 else "ok"
+
+
+async def _topic_label(scope: Scope) -> str | None:
+    """The topic label of a request to a topic's route (``None`` for other routes)."""
+    topic = scope.get("path_params", {}).get("topic")
+    if not isinstance(topic, str):
+        return None
+    service: Service | None = scope.get("state", {}).get("service")
+    try:
+        known = await service.catalog_topics() if service is not None else frozenset()
+    except GatewayError:  # the catalog cannot be read now: the request is counted all the same
+        known = frozenset()
+    return topic if topic in known else OTHER_TOPIC
 
 
 def route_template(scope: Scope) -> str:
@@ -76,12 +143,20 @@ class ObserveMiddleware:
         started = time.perf_counter()
         status = 500
         response_started = False
+        body_bytes = 0
+        rid = new_request_id(_header(scope, REQUEST_ID_HEADER))
+        token = request_id.set(rid)
 
         async def observe_send(message: Message) -> None:
-            nonlocal status, response_started
+            nonlocal status, response_started, body_bytes
             if message["type"] == "http.response.start":
                 status = int(message["status"])
                 response_started = True
+                headers = list(message.get("headers", []))
+                headers.append((REQUEST_ID_HEADER.encode(), rid.encode()))
+                message = {**message, "headers": headers}
+            elif message["type"] == "http.response.body":
+                body_bytes += len(message.get("body", b""))
             await send(message)
 
         self.metrics.in_flight.inc()
@@ -97,3 +172,23 @@ class ObserveMiddleware:
             self.metrics.latency.labels(
                 scope["method"], route_template(scope), str(status)
             ).observe(time.perf_counter() - started)
+            try:
+                await self._count_topic(scope, status, body_bytes)
+            finally:
+                request_id.reset(token)
+
+    async def _count_topic(self, scope: Scope, status: int, body_bytes: int) -> None:
+        topic = await _topic_label(scope)
+        if topic is None:
+            return
+        labels = (topic, getattr(scope.get("route"), "name", UNMATCHED), outcome(status))
+        self.metrics.topic_requests.labels(*labels).inc()
+        self.metrics.topic_bytes.labels(*labels).inc(body_bytes)
+
+
+def _header(scope: Scope, name: str) -> str | None:
+    wanted = name.encode()
+    for key, value in scope.get("headers", []):
+        if key.lower() == wanted:
+            return bytes(value).decode("latin-1")
+    return None

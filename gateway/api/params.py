@@ -1,41 +1,32 @@
 """Request parameters and what the lifespan hands to each request (service, settings).
 
-Topic names are checked against Kafka's rules (``org.apache.kafka.common.internals.Topic``:
-1 to 249 of ``[a-zA-Z0-9._-]``, not ``.`` or ``..``) here, before anything reaches the service,
-so no path segment such as ``..`` ever becomes part of an object key.
+Topic names are checked against Kafka's rules (:mod:`gateway.kafka.topic`: 1 to 249 of
+``[a-zA-Z0-9._-]``, not ``.`` or ``..``) here, before anything reaches the service, so no path
+segment such as ``..`` ever becomes part of an object key.
+
+:data:`READY` guards the data routes: 503 ``not_ready`` until the service has loaded its
+catalog (the first bucket scan), as ``/readyz`` says, whatever the service would answer.
 """
 
 from __future__ import annotations
 
-import re
 from typing import Annotated, Final, cast
 
 from fastapi import Depends, Path, Query, Request
 
 from gateway.config import Settings
 from gateway.deadline import Deadline
-from gateway.errors import InvalidRequestError
+from gateway.errors import InvalidRequestError, NotReadyError
+from gateway.kafka.ints import INT32_MAX
+from gateway.kafka.topic import TOPIC_MAX_LENGTH as MAX_TOPIC_LENGTH
+from gateway.kafka.topic import TOPIC_PATTERN, validate_topic_name
 from gateway.service.protocol import Service
 
-TOPIC_PATTERN: Final = r"^[a-zA-Z0-9._-]+$"
-MAX_TOPIC_LENGTH: Final = 249
-MAX_PARTITION: Final = 2**31 - 1
-_TOPIC: Final = re.compile(TOPIC_PATTERN)
+MAX_PARTITION: Final = INT32_MAX
 
 
 def check_topic(name: str) -> str:
-    if not name or len(name) > MAX_TOPIC_LENGTH:
-        raise InvalidRequestError(
-            f"topic name of {len(name)} characters: Kafka allows 1 to {MAX_TOPIC_LENGTH}", "topic"
-        )
-    if name in (".", ".."):
-        raise InvalidRequestError(f"topic name {name!r} is not allowed", "topic")
-    if _TOPIC.match(name) is None:
-        raise InvalidRequestError(
-            f"topic name {name!r}: only ASCII letters, digits, '.', '_' and '-' are legal",
-            "topic",
-        )
-    return name
+    return validate_topic_name(name, lambda message: InvalidRequestError(message, "topic"))
 
 
 def _topic(
@@ -84,6 +75,14 @@ def _deadline(
     return Deadline.after(timeout_ms / 1000)
 
 
+def _require_ready(request: Request) -> None:
+    service = get_service(request)
+    if not service.ready():
+        reason = service.readiness().reason or "the first bucket scan has not finished"
+        raise NotReadyError(f"the catalog of remote segments is not loaded yet: {reason}")
+
+
+READY: Final = Depends(_require_ready)
 TopicName = Annotated[str, Depends(_topic)]
 PartitionNumber = Annotated[int, Path(ge=0, le=MAX_PARTITION, description="partition number, >= 0")]
 ServiceDep = Annotated[Service, Depends(get_service)]

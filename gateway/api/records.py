@@ -5,13 +5,21 @@
 * ``application/x-ndjson``: records streamed one per line, page after page of at most
   ``stream_page_bytes``, until ``max_bytes`` of record batches have been read (default: the
   ``max_response_bytes`` setting) or the end of the remote log is reached; the last line is
-  ``{"next_offset", "log_start_offset", "log_end_offset"}``, or an error body (with
-  ``next_offset``, where to resume) when a later page fails. Only one page is held at a time.
+  ``{"next_offset", "log_start_offset", "log_end_offset", "end_of_remote_log"}``, or an error
+  body (with ``next_offset``, where to resume) when a later page fails or a record is not valid
+  in the asked format. Only one page is held at a time.
   The stream shares the request's deadline: once it has passed, the stream ends normally after
   the current page.
 * ``application/octet-stream``: the record batches as stored, concatenated, with the offsets in
   ``X-*`` headers; for read_committed, ``X-Aborted-Transactions`` lists the aborted
-  transactions so the client can filter as a Kafka consumer does.
+  transactions so the client can filter as a Kafka consumer does. ``key_format``,
+  ``value_format`` and ``header_format`` do not apply.
+
+A fetch at exactly the remote log end answers as Kafka's fetch at the high watermark: 200, no
+records, ``next_offset`` the offset asked, ``end_of_remote_log`` true (raw:
+``X-End-Of-Remote-Log: true``); past it, 416 ``offset_out_of_range``. ``end_of_remote_log`` is
+true whenever ``next_offset`` has reached ``log_end_offset``, so a paging client stops there
+(docs/paging.md).
 
 ``max_bytes`` counts record batch bytes as stored, like Kafka's fetch: at least one whole batch
 is returned even when it is larger, so a page may exceed it by one batch.
@@ -28,8 +36,16 @@ from fastapi import APIRouter, Query, Request
 from starlette.responses import Response, StreamingResponse
 
 from gateway.api.errors import error_body
+from gateway.api.formats import EmbeddedFormat, Encoders, InvalidFormatError
 from gateway.api.models import RecordsResponse, error_responses
-from gateway.api.params import DeadlineDep, PartitionNumber, ServiceDep, SettingsDep, TopicName
+from gateway.api.params import (
+    READY,
+    DeadlineDep,
+    PartitionNumber,
+    ServiceDep,
+    SettingsDep,
+    TopicName,
+)
 from gateway.api.render import (
     NDJSON,
     RAW,
@@ -38,7 +54,7 @@ from gateway.api.render import (
     fit_aborted_header,
     is_large,
     ndjson_line,
-    ndjson_lines,
+    ndjson_prefix,
     off_loop,
     raw_headers,
     records_document,
@@ -50,11 +66,17 @@ from gateway.service.types import FetchedRecord, FetchResult, IsolationLevel
 
 log = logging.getLogger(__name__)
 
+_FORMAT: Final = (
+    "how {} are written: base64 (standard), hex, string (UTF-8) or json (an embedded JSON "
+    "value); not valid in it: 422 invalid_format. JSON and NDJSON only"
+)
+
 _RAW_HEADERS: Final = {
     "X-Topic-Id": "the topic id (Kafka Uuid.toString())",
     "X-Next-Offset": "one past the last offset considered: fetch from here",
     "X-Log-Start-Offset": "the remote log start offset",
     "X-Log-End-Offset": "one past the highest remote offset",
+    "X-End-Of-Remote-Log": "true when X-Next-Offset is X-Log-End-Offset: nothing more to read",
     "X-First-Offset": "the base offset of the first batch (it may precede `offset`)",
     "X-Aborted-Transactions": "read_committed only: JSON list of {producer_id, first_offset}, "
     "at most 8 KiB (a response with more ends early: follow X-Next-Offset)",
@@ -66,7 +88,7 @@ _OK: Final = {
         NDJSON: {
             "schema": {"type": "string"},
             "example": '{"offset":0,...}\n{"next_offset":1,"log_start_offset":0,'
-            '"log_end_offset":10}\n',
+            '"log_end_offset":10,"end_of_remote_log":false}\n',
         },
         RAW: {"schema": {"type": "string", "format": "binary"}},
     },
@@ -84,6 +106,7 @@ class _Fetch:
     partition: int
     isolation: IsolationLevel
     deadline: Deadline
+    encoders: Encoders
 
     async def page(self, offset: int, max_bytes: int) -> tuple[FetchResult, list[FetchedRecord]]:
         result = await self.service.fetch(
@@ -97,28 +120,55 @@ class _Fetch:
         return result, await self.service.decode(result, offset, self.isolation)
 
 
+async def _lines(fetch: _Fetch, result: FetchResult, records: list[FetchedRecord]) -> bytes:
+    """The page's lines; raises :class:`_UnfitError` carrying those before a record that is not
+    valid in its format."""
+    lines, unfit = await off_loop(is_large(result, records), ndjson_prefix, records, fetch.encoders)
+    if unfit is not None:
+        raise _UnfitError(lines, unfit)
+    return lines
+
+
+class _UnfitError(Exception):
+    """A page's lines before a record not valid in its format, and the error."""
+
+    def __init__(self, lines: bytes, error: InvalidFormatError) -> None:
+        super().__init__(str(error))
+        self.lines, self.error = lines, error
+
+    def body(self) -> bytes:
+        """The lines, then the error line; ``next_offset`` is the record's offset."""
+        return self.lines + ndjson_line(
+            {**error_body(self.error), "next_offset": self.error.offset}
+        )
+
+
 async def _stream(
     fetch: _Fetch,
-    first: tuple[FetchResult, list[FetchedRecord]],
+    first: tuple[FetchResult, bytes],
     budget: int,
     page_bytes: int,
 ) -> AsyncIterator[bytes]:
     """NDJSON lines, one page at a time; see the module docstring."""
-    result, records = first
+    result, lines = first
     used = batch_bytes(result)
     offset = result.next_offset
     try:
         while True:
-            if records:
-                yield await off_loop(is_large(result, records), ndjson_lines, records)
+            if lines:
+                yield lines
             done = used >= budget or offset >= result.log_end_offset
             if done or fetch.deadline.remaining() <= 0:
                 break
             result, records = await fetch.page(offset, min(page_bytes, budget - used))
             if result.next_offset <= offset:  # no progress: never loop on the same offset
                 break
+            lines = await _lines(fetch, result, records)
             used += batch_bytes(result)
             offset = result.next_offset
+    except _UnfitError as unfit:
+        yield unfit.body()
+        return
     except Exception as exc:
         if not isinstance(exc, GatewayError):
             log.exception("NDJSON stream of %s/%d failed", fetch.topic, fetch.partition)
@@ -129,17 +179,18 @@ async def _stream(
             "next_offset": offset,
             "log_start_offset": result.log_start_offset,
             "log_end_offset": result.log_end_offset,
+            "end_of_remote_log": offset >= result.log_end_offset,
         }
     )
 
 
 def router() -> APIRouter:
-    r = APIRouter(prefix="/v1", tags=["records"])
+    r = APIRouter(prefix="/v1", tags=["records"], dependencies=[READY])
 
     @r.get(
         "/topics/{topic}/partitions/{partition}/records",
         response_model=None,
-        responses={200: _OK, **error_responses(400, 404, 406, 416, 502, 503, 504)},
+        responses={200: _OK, **error_responses(400, 404, 406, 416, 422, 502, 503, 504)},
     )
     async def get_records(
         *,
@@ -160,23 +211,44 @@ def router() -> APIRouter:
             ),
         ] = None,
         isolation_level: Annotated[
-            IsolationLevel, Query(description="read_committed drops aborted transactions")
+            IsolationLevel,
+            Query(description="read_committed drops aborted transactions (any case)"),
         ] = IsolationLevel.READ_UNCOMMITTED,
+        key_format: Annotated[EmbeddedFormat, Query(description=_FORMAT.format("keys"))] = (
+            EmbeddedFormat.BASE64
+        ),
+        value_format: Annotated[EmbeddedFormat, Query(description=_FORMAT.format("values"))] = (
+            EmbeddedFormat.BASE64
+        ),
+        header_format: Annotated[
+            EmbeddedFormat, Query(description=_FORMAT.format("header values"))
+        ] = EmbeddedFormat.BASE64,
     ) -> Response:
-        """Records from ``offset`` on: JSON (default), NDJSON stream, or raw record batches
-        (by the Accept header)."""
+        """Records from `offset` on: JSON (default), NDJSON stream, or raw record batches
+        (by the Accept header). At exactly the remote log end: no records and
+        `end_of_remote_log` true (raw: `X-End-Of-Remote-Log: true`); past it: 416.
+        A key, value or header value not valid in the asked format: 422 `invalid_format`
+        naming the offset (NDJSON: the stream's last line, after the records before it)."""
         media_type = choose_media_type(request.headers.get("accept"))
         if max_bytes is not None and max_bytes > settings.max_response_bytes:
             raise InvalidRequestError(
                 f"max_bytes {max_bytes} exceeds the maximum {settings.max_response_bytes}",
                 "max_bytes",
             )
-        fetch = _Fetch(service, topic, partition, isolation_level, deadline)
+        encoders = Encoders.of(key_format, value_format, header_format)
+        fetch = _Fetch(service, topic, partition, isolation_level, deadline, encoders)
         if media_type == NDJSON:
             budget = max_bytes or settings.max_response_bytes
-            first = await fetch.page(offset, min(settings.stream_page_bytes, budget))
+            result, records = await fetch.page(offset, min(settings.stream_page_bytes, budget))
+            try:
+                lines = await _lines(fetch, result, records)
+            except _UnfitError as unfit:
+                if not unfit.lines:  # the first record: nothing to stream before the error
+                    raise unfit.error from None
+                return Response(unfit.body(), media_type=NDJSON)
             return StreamingResponse(
-                _stream(fetch, first, budget, settings.stream_page_bytes), media_type=NDJSON
+                _stream(fetch, (result, lines), budget, settings.stream_page_bytes),
+                media_type=NDJSON,
             )
         limit = max_bytes or settings.default_max_bytes
         if media_type == RAW:
@@ -193,7 +265,8 @@ def router() -> APIRouter:
             body = parts[0] if len(parts) == 1 else b"".join(parts)
             return Response(body, media_type=RAW, headers=raw_headers(result))
         result, records = await fetch.page(offset, limit)
-        body = await off_loop(is_large(result, records), records_document, result, records)
+        large = is_large(result, records)
+        body = await off_loop(large, records_document, result, records, encoders)
         return Response(body, media_type="application/json")
 
     return r

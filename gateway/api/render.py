@@ -1,13 +1,15 @@
 """Service values to response bytes: record JSON, NDJSON lines, raw batches, Accept choice.
 
-Keys, values and header values are standard base64 (``null`` stays ``null``); header keys are
-strings. Rendering a large page (base64 plus orjson) is CPU work, so :func:`off_loop` moves it
-to a worker thread past :data:`OFFLOAD_RECORDS` records or :data:`OFFLOAD_BYTES` batch bytes.
+Keys, values and header values are in the formats the request asks for
+(:mod:`gateway.api.formats`; standard base64 by default, ``null`` stays ``null``); header keys
+are strings. Every fetch says whether it reached the end of the remote log (``next_offset`` at
+``log_end_offset``). Rendering a large page (base64 plus orjson) is CPU work, so
+:func:`off_loop` moves it to a worker thread past :data:`OFFLOAD_RECORDS` records or
+:data:`OFFLOAD_BYTES` batch bytes.
 """
 
 from __future__ import annotations
 
-import binascii
 import dataclasses
 import uuid
 from collections.abc import Callable, Sequence
@@ -16,9 +18,10 @@ from typing import Any, Final, TypeVar
 import anyio.to_thread
 import orjson
 
+from gateway.api.formats import BASE64, Encoders, InvalidFormatError
 from gateway.errors import NotAcceptableError
 from gateway.kafka.batch import iter_batches
-from gateway.remote.keys import encode_uuid
+from gateway.kafka.uuids import encode_uuid
 from gateway.service.types import (
     AbortedTransaction,
     FetchedBatches,
@@ -91,40 +94,61 @@ def topic_id_text(topic_id: uuid.UUID) -> str:
     return encode_uuid(topic_id)
 
 
-def _b64(data: bytes | None) -> str | None:
-    return None if data is None else binascii.b2a_base64(data, newline=False).decode("ascii")
-
-
-def record_json(item: FetchedRecord) -> dict[str, Any]:
+def record_json(item: FetchedRecord, encoders: Encoders = BASE64) -> dict[str, Any]:
+    """One record; a key or value not valid in its format: :class:`InvalidFormatError`."""
     record = item.record
-    return {
-        "offset": item.offset,
-        "timestamp": item.timestamp,
-        "timestamp_type": "LogAppendTime" if item.log_append_time else "CreateTime",
-        "key": _b64(record.key),
-        "value": _b64(record.value),
-        "headers": [{"key": key, "value": _b64(value)} for key, value in record.headers],
-        "leader_epoch": item.leader_epoch,
-    }
+    key_enc, value_enc, header_enc = encoders
+    try:
+        return {
+            "offset": item.offset,
+            "timestamp": item.timestamp,
+            "timestamp_type": "LogAppendTime" if item.log_append_time else "CreateTime",
+            "key": key_enc(record.key),
+            "value": value_enc(record.value),
+            "headers": [{"key": key, "value": header_enc(value)} for key, value in record.headers],
+            "leader_epoch": item.leader_epoch,
+        }
+    except InvalidFormatError as exc:
+        raise exc.at(item.offset) from None
 
 
-def records_document(result: FetchResult, records: Sequence[FetchedRecord]) -> bytes:
+def end_of_remote_log(result: FetchResult) -> bool:
+    """Whether ``next_offset`` has reached the remote log end: nothing more to read (yet)."""
+    return result.next_offset >= result.log_end_offset
+
+
+def records_document(
+    result: FetchResult, records: Sequence[FetchedRecord], encoders: Encoders = BASE64
+) -> bytes:
     return orjson.dumps(
         {
             "topic": result.topic,
             "topic_id": topic_id_text(result.topic_id),
             "partition": result.partition,
-            "records": [record_json(r) for r in records],
+            "records": [record_json(r, encoders) for r in records],
             "next_offset": result.next_offset,
             "log_start_offset": result.log_start_offset,
             "log_end_offset": result.log_end_offset,
+            "end_of_remote_log": end_of_remote_log(result),
         }
     )
 
 
-def ndjson_lines(records: Sequence[FetchedRecord]) -> bytes:
+def ndjson_lines(records: Sequence[FetchedRecord], encoders: Encoders = BASE64) -> bytes:
     dumps, option = orjson.dumps, orjson.OPT_APPEND_NEWLINE
-    return b"".join(dumps(record_json(r), option=option) for r in records)
+    return b"".join(dumps(record_json(r, encoders), option=option) for r in records)
+
+
+def ndjson_prefix(
+    records: Sequence[FetchedRecord], encoders: Encoders
+) -> tuple[bytes, InvalidFormatError | None]:
+    """The lines of ``records``; when one is not valid in its format, the lines of those
+    before it and the error (so a stream ends at the record, never skipping it)."""
+    try:
+        return ndjson_lines(records, encoders), None
+    except InvalidFormatError as exc:
+        before = [r for r in records if exc.offset is None or r.offset < exc.offset]
+        return ndjson_lines(before, encoders), exc
 
 
 def ndjson_line(document: dict[str, Any]) -> bytes:
@@ -187,6 +211,7 @@ def raw_headers(result: FetchResult) -> dict[str, str]:
         "X-Next-Offset": str(result.next_offset),
         "X-Log-Start-Offset": str(result.log_start_offset),
         "X-Log-End-Offset": str(result.log_end_offset),
+        "X-End-Of-Remote-Log": "true" if end_of_remote_log(result) else "false",
     }
     if result.batches:
         headers["X-First-Offset"] = str(result.batches[0].first_offset)
@@ -235,4 +260,6 @@ def segment_json(info: SegmentInfo) -> dict[str, Any]:
         "event_timestamp_ms": info.event_timestamp_ms,
         "leader_epochs": leader_epochs(info.leader_epochs),
         "txn_index_empty": info.txn_index_empty,
+        "displaced": info.displaced,
+        "displaced_by": info.displaced_by,
     }

@@ -10,16 +10,22 @@ from fastapi import APIRouter, Query
 from starlette.responses import Response
 
 from gateway.api.models import Offset, Partition, Partitions, Segments, Topics, error_responses
-from gateway.api.params import DeadlineDep, PartitionNumber, ServiceDep, TopicName
+from gateway.api.params import READY, DeadlineDep, PartitionNumber, ServiceDep, TopicName
 from gateway.api.render import partition_json, segment_json, topic_id_text
 from gateway.errors import InvalidRequestError
+from gateway.kafka.ints import INT64_MAX
 from gateway.service.protocol import OffsetSpec
 
-MAX_TIMESTAMP: Final = 2**63 - 1
+MAX_TIMESTAMP: Final = INT64_MAX
+# Kafka's ListOffsetsRequest sentinels (EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, MAX_TIMESTAMP)
+# mean what the names do; -4 (earliest local) and -5 (latest tiered) need a broker's local log.
 _NAMED_SPECS: Final[dict[str, OffsetSpec]] = {
     "earliest": "earliest",
+    "-2": "earliest",
     "latest": "latest",
+    "-1": "latest",
     "max_timestamp": "max_timestamp",
+    "-3": "max_timestamp",
 }
 _DIGITS: Final = re.compile(r"[0-9]{1,19}")
 
@@ -29,20 +35,22 @@ def json_response(document: Any) -> Response:
 
 
 def parse_offset_spec(text: str) -> OffsetSpec:
-    """``earliest``, ``latest``, ``max_timestamp`` or a time in ms (>= 0)."""
-    named = _NAMED_SPECS.get(text)
+    """``earliest`` (or Kafka's -2), ``latest`` (-1), ``max_timestamp`` (-3), in any case,
+    or a time in ms (>= 0)."""
+    named = _NAMED_SPECS.get(text.lower())
     if named is not None:
         return named
     if _DIGITS.fullmatch(text) is None or int(text) > MAX_TIMESTAMP:
         raise InvalidRequestError(
-            f"timestamp {text!r}: expected a time in ms (>= 0), earliest, latest or max_timestamp",
+            f"timestamp {text!r}: expected a time in ms (>= 0), earliest (-2), latest (-1) or "
+            "max_timestamp (-3)",
             "timestamp",
         )
     return int(text)
 
 
 def router() -> APIRouter:
-    r = APIRouter(prefix="/v1", tags=["topics"])
+    r = APIRouter(prefix="/v1", tags=["topics"], dependencies=[READY])
 
     @r.get("/topics", response_model=Topics, responses=error_responses(503))
     async def list_topics(service: ServiceDep) -> Response:
@@ -91,7 +99,8 @@ def router() -> APIRouter:
     async def list_segments(
         topic: TopicName, partition: PartitionNumber, service: ServiceDep
     ) -> Response:
-        """The partition's remote segments with their states and sizes."""
+        """The partition's remote segments with their states and sizes; `displaced` marks an
+        upload a later upload of its offsets took the place of (reads never reach it)."""
         segments = await service.segments(topic, partition)
         return json_response(
             {
@@ -115,8 +124,9 @@ def router() -> APIRouter:
             str,
             Query(
                 description="a time in ms: the first offset whose timestamp is at or after "
-                "it; or earliest, latest (the log end offset), max_timestamp",
-                examples=["1700000000000", "earliest", "latest", "max_timestamp"],
+                "it; or earliest (Kafka's -2), latest (-1: the log end offset), max_timestamp "
+                "(-3), in any case",
+                examples=["1700000000000", "earliest", "latest", "max_timestamp", "-1"],
             ),
         ],
     ) -> Response:

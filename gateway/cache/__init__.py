@@ -1,4 +1,3 @@
-"""The caches of decoded chunks: byte-bounded, single-flight, memory with an optional disk tier.
-
-(Remote indexes have their own package, :mod:`indexcache`.)
-"""
+"""The caches between the service and the remote reader: segments opened once (manifest and
+data key, :mod:`~gateway.cache.segments`, which also feeds :mod:`indexcache`), and decoded
+chunks, byte-bounded and single-flight, in memory with an optional disk tier."""

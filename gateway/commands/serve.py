@@ -35,7 +35,6 @@ DEMO_ROOT: Final = Path("build/demo-bucket")
 DEMO_HOST: Final = "127.0.0.1"
 DEMO_PORT: Final = 8080
 DEMO_MARKER: Final = ".tiered-gateway-demo"
-LOG_FORMAT: Final = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 
 
 def add_setting_flags(p: argparse.ArgumentParser) -> None:
@@ -100,10 +99,11 @@ def serve(settings: Settings, service_factory: ServiceFactory | None = None) -> 
     import uvicorn  # noqa: PLC0415 - keep the other commands light
 
     from gateway.api.app import create_app  # noqa: PLC0415
+    from gateway.api.logs import configure_logging  # noqa: PLC0415
 
     if service_factory is None:
         preflight(settings)
-    logging.basicConfig(level=settings.log_level.upper(), format=LOG_FORMAT)
+    configure_logging(settings.log_level, settings.log_format)
     if not settings.loopback:
         log.warning(
             "listening on %s, which is not a loopback address: the gateway has no "
@@ -115,6 +115,7 @@ def serve(settings: Settings, service_factory: ServiceFactory | None = None) -> 
         host=settings.host,
         port=settings.port,
         log_level=settings.log_level,
+        log_config=None,  # uvicorn's loggers go through configure_logging's one handler
         lifespan="on",
         server_header=False,
     )

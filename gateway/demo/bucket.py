@@ -32,8 +32,8 @@ from gateway.demo.log import PartitionLog, PartitionStats
 from gateway.demo.topics import DEMO_KEY_ID, TOPICS, DemoTopic
 from gateway.errors import ConfigurationError
 from gateway.kafka.demo import DEMO_BASE_TIMESTAMP
+from gateway.kafka.uuids import encode_uuid
 from gateway.remote.keyring import KeyRing
-from gateway.remote.keys import encode_uuid
 from gateway.remote.tiering import (
     SegmentObjects,
     build_segment_objects,

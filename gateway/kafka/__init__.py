@@ -1,4 +1,7 @@
-"""Kafka record batch v2 codec: framing, records, codecs, control records, segment writer."""
+"""Kafka's bytes: record batch v2 (framing, records, codecs, control records, segment writer),
+the index and checkpoint files, and the small primitives every layer shares: integer bounds and
+range checks (``ints``), varints (``varint``), the ``Uuid`` text form (``uuids``), topic-name
+rules (``topic``)."""
 
 from gateway.kafka.batch import RecordBatch, iter_batches
 from gateway.kafka.codecs import Codec

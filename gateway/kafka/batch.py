@@ -42,6 +42,7 @@ from gateway.errors import (
 )
 from gateway.kafka import fast
 from gateway.kafka.codecs import DEFAULT_MAX_DECOMPRESSED, Codec, codec_from_id, decompress
+from gateway.kafka.ints import INT64_MIN
 from gateway.kafka.records import RecordLike, decode_records
 
 HEADER: Final = struct.Struct(">qiibIhiqqqhii")
@@ -252,7 +253,7 @@ def iter_batches(
         view = view.cast("B")
     end = len(view)
     pos = start
-    prev_last = -(1 << 63) - 1
+    prev_last = INT64_MIN - 1  # below any offset
     while end - pos >= PEEK_SIZE:
         base_offset, batch_length, _epoch, magic = PEEK.unpack_from(view, pos)
         if batch_length < MIN_BATCH_LENGTH_ANY_MAGIC:

@@ -33,7 +33,7 @@ from collections.abc import Iterable
 from typing import NamedTuple
 
 from gateway.errors import CorruptCheckpointError
-from gateway.kafka.ints import INT32_MAX, INT32_MIN, INT64_MAX, INT64_MIN, short_repr
+from gateway.kafka.ints import INT32_MAX, INT32_MIN, INT64_MAX, INT64_MIN, check_int, short_repr
 
 __all__ = [
     "CHECKPOINT_VERSION",
@@ -70,10 +70,9 @@ def _parse_int(line_no: int, line: str, text: str, *, what: str, lo: int, hi: in
         raise _corrupt(line_no, line, f"{what} is not an integer")
     if len(text) > _MAX_INTEGER_CHARS:  # also keeps int() clear of its 4300-digit limit
         raise _corrupt(line_no, line, f"{what} {short_repr(text, 30)} is out of range")
-    value = int(text)
-    if not lo <= value <= hi:
-        raise _corrupt(line_no, line, f"{what} {value} is outside [{lo}, {hi}]")
-    return value
+    return check_int(
+        what, int(text), lo, hi, error=lambda problem: _corrupt(line_no, line, problem)
+    )
 
 
 def parse_leader_epoch_checkpoint(data: bytes | bytearray | memoryview) -> list[EpochEntry]:

@@ -1,4 +1,9 @@
-"""Helpers shared by the index and checkpoint modules (private).
+"""Java's integer bounds, the one range check, and buffer helpers shared by the Kafka formats.
+
+``INT16/32/64_MIN/MAX`` are Java's ``Short``/``Integer``/``Long`` bounds; every module that
+checks a Kafka integer imports them from here. :func:`check_int` is the one range check: each
+caller passes its own typed error (``ValueError`` for encoder arguments, a corrupt-data error
+for parsed input), so the bounds logic and message are shared while the error type is not.
 
 Buffers handed to the readers may be ``bytes``, ``bytearray`` or any ``memoryview`` (for example
 over an ``mmap``); :func:`as_byte_buffer` turns them into something ``struct.unpack_from`` and
@@ -6,6 +11,8 @@ over an ``mmap``); :func:`as_byte_buffer` turns them into something ``struct.unp
 """
 
 from __future__ import annotations
+
+from collections.abc import Callable
 
 INT16_MIN = -(1 << 15)
 INT16_MAX = (1 << 15) - 1
@@ -32,10 +39,20 @@ def as_byte_buffer(buf: BytesLike) -> bytes | memoryview:
     return view
 
 
-def check_range(name: str, value: int, lo: int, hi: int) -> None:
-    """Raise ``ValueError`` unless ``lo <= value <= hi`` (for encoders: caller errors)."""
-    if not lo <= value <= hi:
-        raise ValueError(f"{name} {value} is outside [{lo}, {hi}]")
+ErrorFactory = Callable[[str], Exception]
+"""Builds the typed error a check raises from its message (an exception class will do)."""
+
+
+def check_int(
+    name: str, value: object, lo: int, hi: int, *, error: ErrorFactory = ValueError
+) -> int:
+    """Return ``value`` when it is an ``int`` (not a ``bool``) in ``[lo, hi]``.
+
+    Otherwise raise ``error("<name> <value!r> is outside [<lo>, <hi>]")``.
+    """
+    if isinstance(value, bool) or not isinstance(value, int) or not lo <= value <= hi:
+        raise error(f"{name} {value!r} is outside [{lo}, {hi}]")
+    return value
 
 
 def short_repr(value: object, limit: int = 60) -> str:

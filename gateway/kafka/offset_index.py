@@ -27,7 +27,7 @@ from typing import NamedTuple
 
 from gateway.errors import CorruptIndexError
 from gateway.kafka.fixed_index import FixedEntryIndex
-from gateway.kafka.ints import INT32_MAX, check_range
+from gateway.kafka.ints import INT32_MAX, check_int
 
 __all__ = [
     "ENTRY_SIZE",
@@ -171,7 +171,7 @@ def encode_offset_index(entries: Iterable[tuple[int, int]], base_offset: int) ->
             raise ValueError(
                 f"offset {offset} is not within [base offset {base_offset}, base + 2^31 - 1]"
             )
-        check_range("position", position, 0, INT32_MAX)
+        check_int("position", position, 0, INT32_MAX)
         if previous is not None:
             if offset <= previous[0]:
                 raise ValueError(f"offset {offset} does not follow {previous[0]}: not increasing")

@@ -36,7 +36,7 @@ from gateway.kafka.ints import (
     INT64_MIN,
     BytesLike,
     as_byte_buffer,
-    check_range,
+    check_int,
 )
 
 __all__ = [
@@ -132,9 +132,9 @@ def encode_producer_snapshot(entries: Iterable[ProducerSnapshotEntry]) -> bytes:
         for name, value, (lo, hi) in zip(
             ProducerSnapshotEntry._fields, entry, _RANGES, strict=True
         ):
-            check_range(name, value, lo, hi)
+            check_int(name, value, lo, hi)
         body += _ENTRY.pack(*entry)
         count += 1
-    check_range("entry count", count, 0, INT32_MAX)
+    check_int("entry count", count, 0, INT32_MAX)
     tail = _COUNT.pack(count) + body
     return _VERSION_CRC.pack(SNAPSHOT_VERSION, crc32c.crc32c(tail)) + bytes(tail)

@@ -32,7 +32,7 @@ from gateway.kafka.ints import (
     INT32_MAX,
     INT64_MAX,
     INT64_MIN,
-    check_range,
+    check_int,
 )
 
 __all__ = [
@@ -140,7 +140,7 @@ def encode_time_index(entries: Iterable[tuple[int, int]], base_offset: int) -> b
     out = bytearray()
     previous: tuple[int, int] | None = None
     for timestamp, offset in entries:
-        check_range("timestamp", timestamp, INT64_MIN, INT64_MAX)
+        check_int("timestamp", timestamp, INT64_MIN, INT64_MAX)
         relative = offset - base_offset
         if not 0 <= relative <= INT32_MAX:
             raise ValueError(

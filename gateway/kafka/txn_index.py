@@ -26,7 +26,7 @@ from collections.abc import Iterable, Iterator
 from typing import NamedTuple
 
 from gateway.errors import CorruptIndexError
-from gateway.kafka.ints import INT64_MAX, INT64_MIN, BytesLike, as_byte_buffer, check_range
+from gateway.kafka.ints import INT64_MAX, INT64_MIN, BytesLike, as_byte_buffer, check_int
 
 __all__ = [
     "CURRENT_VERSION",
@@ -144,6 +144,6 @@ def encode_txn_index(txns: Iterable[AbortedTxn]) -> bytes:
     out = bytearray()
     for txn in txns:
         for name, value in zip(AbortedTxn._fields, txn, strict=True):
-            check_range(name, value, INT64_MIN, INT64_MAX)
+            check_int(name, value, INT64_MIN, INT64_MAX)
         out += _WRITE_ENTRY.pack(CURRENT_VERSION, *txn)
     return bytes(out)

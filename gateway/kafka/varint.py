@@ -1,67 +1,126 @@
-"""Zig-zag varints of Kafka record v2 (mirrors ``org.apache.kafka.common.utils.ByteUtils``).
+"""Kafka's varints (mirrors ``org.apache.kafka.common.utils.ByteUtils``).
 
-A varint is a signed 32-bit value zig-zag mapped (``(n << 1) ^ (n >> 31)``) and written as
-unsigned LEB128: 7 bits per byte, least-significant group first, ``0x80`` = more bytes follow;
-at most 5 bytes. A varlong is the same for 64-bit values, at most 10 bytes.
+An unsigned varint (``readUnsignedVarint``) is unsigned LEB128: 7 bits per byte,
+least-significant group first, ``0x80`` = more bytes follow; at most 5 bytes for an int
+(``uvarint``), 10 for a long. A zig-zag varint (record v2) is a signed 32-bit value mapped by
+``(n << 1) ^ (n >> 31)`` and written as an unsigned varint of at most 5 bytes; a varlong is the
+same for 64-bit values, at most 10 bytes. Overlong encodings (``80 00``) read as Java reads them.
+
+Readers name what they read (``what``) and raise the caller's typed error (``error``, built from
+the message; :class:`~gateway.errors.CorruptRecordError` unless given) for input that runs past
+the end, is longer than its limit, or overflows. They never leak ``IndexError``.
 """
 
 from __future__ import annotations
 
+from typing import Final
+
 from gateway.errors import CorruptRecordError
+from gateway.kafka.ints import INT32_MAX, INT32_MIN, INT64_MAX, INT64_MIN, ErrorFactory
 
-_INT32_MIN = -(1 << 31)
-_INT32_MAX = (1 << 31) - 1
-_INT64_MIN = -(1 << 63)
-_INT64_MAX = (1 << 63) - 1
+__all__ = [
+    "UVARINT_MAX_BYTES",
+    "UVARLONG_MAX_BYTES",
+    "encode_uvarint",
+    "encode_varint",
+    "encode_varlong",
+    "read_uvarint",
+    "read_varint",
+    "read_varlong",
+]
+
+UVARINT_MAX_BYTES: Final = 5
+"""Longest varint of an int (``readUnsignedVarint``, ``readVarint``)."""
+UVARLONG_MAX_BYTES: Final = 10
+"""Longest varint of a long (``readVarlong``)."""
+
+_MASK32: Final = (1 << 32) - 1
+_MASK64: Final = (1 << 64) - 1
 
 
-def _read(buf: bytes | memoryview, pos: int, max_bytes: int) -> tuple[int, int]:
-    raw = 0
-    shift = 0
+def read_uvarint(
+    buf: bytes | bytearray | memoryview,
+    pos: int,
+    what: str = "uvarint",
+    *,
+    max_bytes: int = UVARINT_MAX_BYTES,
+    max_value: int | None = None,
+    error: ErrorFactory = CorruptRecordError,
+) -> tuple[int, int]:
+    """Decode an unsigned varint of at most ``max_bytes`` bytes at ``pos``.
+
+    Returns (value, next position). ``max_value``: refuse a larger value (e.g. ``INT32_MAX``
+    where a length must be a non-negative int); without it any value of ``7 * max_bytes`` bits.
+    """
+    value = 0
     for i in range(max_bytes):
         try:
             b = buf[pos + i]
         except IndexError as exc:
-            raise CorruptRecordError(f"varint at position {pos} runs past the end") from exc
-        raw |= (b & 0x7F) << shift
+            raise error(f"{what} at byte {pos} runs past the end") from exc
+        value |= (b & 0x7F) << (7 * i)
         if not b & 0x80:
-            return (raw >> 1) ^ -(raw & 1), pos + i + 1
-        shift += 7
-    raise CorruptRecordError(f"varint at position {pos} is longer than {max_bytes} bytes")
+            if max_value is not None and value > max_value:
+                raise error(f"{what} at byte {pos} is {value}, over its limit {max_value}")
+            return value, pos + i + 1
+    raise error(f"{what} at byte {pos} is longer than {max_bytes} bytes")
 
 
-def read_varint(buf: bytes | memoryview, pos: int) -> tuple[int, int]:
+def _read_zigzag(
+    buf: bytes | bytearray | memoryview,
+    pos: int,
+    what: str,
+    error: ErrorFactory,
+    width: int,
+) -> tuple[int, int]:
+    lo, hi = (INT32_MIN, INT32_MAX) if width == 32 else (INT64_MIN, INT64_MAX)
+    max_bytes = UVARINT_MAX_BYTES if width == 32 else UVARLONG_MAX_BYTES
+    raw, nxt = read_uvarint(buf, pos, what, max_bytes=max_bytes, error=error)
+    value = (raw >> 1) ^ -(raw & 1)
+    if not lo <= value <= hi:
+        raise error(f"{what} at byte {pos} overflows int{width}")
+    return value, nxt
+
+
+def read_varint(
+    buf: bytes | bytearray | memoryview,
+    pos: int,
+    what: str = "varint",
+    error: ErrorFactory = CorruptRecordError,
+) -> tuple[int, int]:
     """Decode a zig-zag varint (int32) at ``pos``; returns (value, next position)."""
-    value, nxt = _read(buf, pos, 5)
-    if not _INT32_MIN <= value <= _INT32_MAX:
-        raise CorruptRecordError(f"varint at position {pos} overflows int32")
-    return value, nxt
+    return _read_zigzag(buf, pos, what, error, 32)
 
 
-def read_varlong(buf: bytes | memoryview, pos: int) -> tuple[int, int]:
+def read_varlong(
+    buf: bytes | bytearray | memoryview,
+    pos: int,
+    what: str = "varlong",
+    error: ErrorFactory = CorruptRecordError,
+) -> tuple[int, int]:
     """Decode a zig-zag varlong (int64) at ``pos``; returns (value, next position)."""
-    value, nxt = _read(buf, pos, 10)
-    if not _INT64_MIN <= value <= _INT64_MAX:
-        raise CorruptRecordError(f"varlong at position {pos} overflows int64")
-    return value, nxt
+    return _read_zigzag(buf, pos, what, error, 64)
 
 
-def _write(zigzag: int) -> bytes:
+def encode_uvarint(value: int) -> bytes:
+    """The shortest unsigned varint of ``value`` (``ValueError`` if negative)."""
+    if value < 0:
+        raise ValueError(f"{value} is negative: not an unsigned varint")
     out = bytearray()
-    while zigzag >= 0x80:
-        out.append((zigzag & 0x7F) | 0x80)
-        zigzag >>= 7
-    out.append(zigzag)
+    while value >= 0x80:
+        out.append((value & 0x7F) | 0x80)
+        value >>= 7
+    out.append(value)
     return bytes(out)
 
 
 def encode_varint(value: int) -> bytes:
-    if not _INT32_MIN <= value <= _INT32_MAX:
+    if not INT32_MIN <= value <= INT32_MAX:
         raise ValueError(f"{value} does not fit a varint (int32)")
-    return _write(((value << 1) ^ (value >> 31)) & 0xFFFFFFFF)
+    return encode_uvarint(((value << 1) ^ (value >> 31)) & _MASK32)
 
 
 def encode_varlong(value: int) -> bytes:
-    if not _INT64_MIN <= value <= _INT64_MAX:
+    if not INT64_MIN <= value <= INT64_MAX:
         raise ValueError(f"{value} does not fit a varlong (int64)")
-    return _write(((value << 1) ^ (value >> 63)) & 0xFFFFFFFFFFFFFFFF)
+    return encode_uvarint(((value << 1) ^ (value >> 63)) & _MASK64)

@@ -2,7 +2,7 @@
 
 Mirrors what the message generator emits for ``"flexibleVersions": "0+"`` schemas: the
 ``org.apache.kafka.common.protocol.Readable`` / ``Writable`` calls of the generated ``read`` and
-``write`` methods, ``ByteUtils.readUnsignedVarint`` / ``writeUnsignedVarint`` and the
+``write`` methods (the unsigned varint itself is :mod:`gateway.kafka.varint`) and the
 tagged-field sections (``RawTaggedField`` for the unknown ones). The record layouts built from
 these live in :mod:`gateway.metadata.serde`::
 
@@ -36,6 +36,8 @@ import uuid
 from typing import Any, Final
 
 from gateway.errors import CorruptMetadataRecordError
+from gateway.kafka.ints import INT32_MAX
+from gateway.kafka.varint import encode_uvarint, read_uvarint
 
 __all__ = [
     "BOOL",
@@ -44,12 +46,10 @@ __all__ = [
     "INT32",
     "INT64",
     "MAX_STRING",
-    "MAX_UVARINT_BYTES",
     "UUID_SIZE",
     "Reader",
     "TagSchema",
     "corrupt",
-    "encode_uvarint",
     "put_array_length",
     "put_nullable_bytes",
     "put_string",
@@ -57,8 +57,6 @@ __all__ = [
 ]
 
 MAX_STRING: Final = 0x7FFF
-MAX_UVARINT_BYTES: Final = 5
-_UVARINT_MAX: Final = 2**31 - 1  # int32 max
 
 BOOL: Final = struct.Struct(">B")
 INT8: Final = struct.Struct(">b")
@@ -103,18 +101,8 @@ class Reader:
         return layout.unpack_from(self.buf, self.take(layout.size, what))
 
     def uvarint(self, what: str) -> int:
-        start, value = self.pos, 0
-        for i in range(MAX_UVARINT_BYTES):
-            if start + i >= len(self.buf):
-                raise corrupt(f"{what} at byte {start} runs past the end")
-            b = self.buf[start + i]
-            value |= (b & 0x7F) << (7 * i)
-            if not b & 0x80:
-                if value > _UVARINT_MAX:
-                    raise corrupt(f"{what} at byte {start} overflows int32")
-                self.pos = start + i + 1
-                return value
-        raise corrupt(f"{what} at byte {start} is longer than {MAX_UVARINT_BYTES} bytes")
+        value, self.pos = read_uvarint(self.buf, self.pos, what, max_value=INT32_MAX, error=corrupt)
+        return value
 
     def uuid(self, what: str) -> uuid.UUID:
         start = self.take(UUID_SIZE, what)
@@ -170,15 +158,6 @@ class Reader:
 
 
 # --- writing ---------------------------------------------------------------------------------
-
-
-def encode_uvarint(value: int) -> bytes:
-    out = bytearray()
-    while value >= 0x80:
-        out.append((value & 0x7F) | 0x80)
-        value >>= 7
-    out.append(value)
-    return bytes(out)
 
 
 def put_string(out: bytearray, value: str, what: str) -> None:

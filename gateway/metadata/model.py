@@ -27,10 +27,8 @@ from enum import IntEnum
 from typing import Protocol
 
 from gateway.errors import InvalidStateTransitionError
-from gateway.remote.keys import encode_uuid
-
-INT32_MIN, INT32_MAX = -(2**31), 2**31 - 1
-INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
+from gateway.kafka.ints import INT32_MAX, INT32_MIN, INT64_MAX, INT64_MIN, check_int
+from gateway.kafka.uuids import encode_uuid
 
 
 class SegmentState(IntEnum):
@@ -112,15 +110,6 @@ def check_partition_transition(
         )
 
 
-def check_int(name: str, value: int, lo: int, hi: int) -> None:
-    """``ValueError`` unless ``value`` is an int (not a bool) in ``[lo, hi]``."""
-    if isinstance(value, bool) or not isinstance(value, int) or not lo <= value <= hi:
-        raise ValueError(f"{name} {value!r} is outside [{lo}, {hi}]")
-
-
-_check = check_int
-
-
 class _SegmentFields(Protocol):
     @property
     def start_offset(self) -> int: ...
@@ -141,18 +130,18 @@ class _SegmentFields(Protocol):
 def check_segment_fields(meta: _SegmentFields, what: str) -> tuple[tuple[int, int], ...]:
     """The range checks every segment record shares (the metadata and the snapshot record);
     returns the leader epochs sorted by epoch."""
-    _check("start offset", meta.start_offset, 0, INT64_MAX)
-    _check("end offset", meta.end_offset, meta.start_offset, INT64_MAX)
-    _check("max timestamp", meta.max_timestamp_ms, INT64_MIN, INT64_MAX)
-    _check("broker id", meta.broker_id, INT32_MIN, INT32_MAX)
-    _check("event timestamp", meta.event_timestamp_ms, INT64_MIN, INT64_MAX)
-    _check("segment size", meta.segment_size_in_bytes, 0, INT32_MAX)
+    check_int("start offset", meta.start_offset, 0, INT64_MAX)
+    check_int("end offset", meta.end_offset, meta.start_offset, INT64_MAX)
+    check_int("max timestamp", meta.max_timestamp_ms, INT64_MIN, INT64_MAX)
+    check_int("broker id", meta.broker_id, INT32_MIN, INT32_MAX)
+    check_int("event timestamp", meta.event_timestamp_ms, INT64_MIN, INT64_MAX)
+    check_int("segment size", meta.segment_size_in_bytes, 0, INT32_MAX)
     epochs = tuple(sorted((int(e), int(o)) for e, o in meta.segment_leader_epochs))
     if not epochs:
         raise ValueError(f"{what}segment_leader_epochs is empty")
     for epoch, offset in epochs:
-        _check("leader epoch", epoch, 0, INT32_MAX)
-        _check("leader epoch start offset", offset, 0, INT64_MAX)
+        check_int("leader epoch", epoch, 0, INT32_MAX)
+        check_int("leader epoch start offset", offset, 0, INT64_MAX)
     if len({e for e, _ in epochs}) != len(epochs):
         raise ValueError(f"{what}segment_leader_epochs repeats an epoch")
     return epochs
@@ -169,7 +158,7 @@ class TopicIdPartition:
     def __post_init__(self) -> None:
         if not isinstance(self.topic_id, uuid.UUID):
             raise ValueError("topic_id must be a uuid.UUID")
-        _check("partition", self.partition, 0, INT32_MAX)
+        check_int("partition", self.partition, 0, INT32_MAX)
 
     def __str__(self) -> str:
         return f"{encode_uuid(self.topic_id)}:{self.topic}-{self.partition}"
@@ -256,8 +245,8 @@ class RemoteLogSegmentMetadataUpdate:
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "state", SegmentState(self.state))
-        _check("broker id", self.broker_id, INT32_MIN, INT32_MAX)
-        _check("event timestamp", self.event_timestamp_ms, INT64_MIN, INT64_MAX)
+        check_int("broker id", self.broker_id, INT32_MIN, INT32_MAX)
+        check_int("event timestamp", self.event_timestamp_ms, INT64_MIN, INT64_MAX)
 
 
 @dataclass(frozen=True, slots=True)
@@ -271,8 +260,8 @@ class RemotePartitionDeleteMetadata:
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "state", PartitionDeleteState(self.state))
-        _check("broker id", self.broker_id, INT32_MIN, INT32_MAX)
-        _check("event timestamp", self.event_timestamp_ms, INT64_MIN, INT64_MAX)
+        check_int("broker id", self.broker_id, INT32_MIN, INT32_MAX)
+        check_int("event timestamp", self.event_timestamp_ms, INT64_MIN, INT64_MAX)
 
 
 MetadataEvent = (

@@ -22,6 +22,8 @@ import struct
 import uuid
 from typing import Final
 
+from gateway.kafka.ints import INT32_MAX, INT32_MIN, check_int
+
 __all__ = [
     "DEFAULT_METADATA_PARTITIONS",
     "metadata_partition",
@@ -79,8 +81,7 @@ def _long_hash(value: int) -> int:
 def topic_partition_hash(topic_id: uuid.UUID, partition: int) -> int:
     """``Objects.hash(topicId.getLeastSignificantBits(), topicId.getMostSignificantBits(),
     partition)`` as a signed int32."""
-    if isinstance(partition, bool) or not -(2**31) <= partition < 2**31:
-        raise ValueError(f"partition {partition!r} is not an int32")
+    check_int("partition", partition, INT32_MIN, INT32_MAX)
     result = 1
     for element in (_long_hash(topic_id.int), _long_hash(topic_id.int >> 64), partition):
         result = _to_int32(31 * result + element)

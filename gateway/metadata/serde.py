@@ -54,6 +54,8 @@ from dataclasses import dataclass
 from enum import IntEnum
 from typing import Final
 
+from gateway.kafka.ints import INT32_MAX, INT32_MIN, INT64_MAX, INT64_MIN, check_int
+from gateway.kafka.varint import encode_uvarint
 from gateway.metadata.flexible import (
     BOOL,
     EMPTY_TAGS,
@@ -63,17 +65,12 @@ from gateway.metadata.flexible import (
     Reader,
     TagSchema,
     corrupt,
-    encode_uvarint,
     put_array_length,
     put_nullable_bytes,
     put_string,
     put_tags,
 )
 from gateway.metadata.model import (
-    INT32_MAX,
-    INT32_MIN,
-    INT64_MAX,
-    INT64_MIN,
     MetadataEvent,
     PartitionDeleteState,
     RemoteLogSegmentId,
@@ -82,7 +79,6 @@ from gateway.metadata.model import (
     RemotePartitionDeleteMetadata,
     SegmentState,
     TopicIdPartition,
-    check_int,
     check_segment_fields,
 )
 
@@ -128,9 +124,6 @@ _TAG_EPOCH, _TAG_END_OFFSET = 0, 1
 _SegmentBody = tuple[
     int, int, int, int, int, tuple[tuple[int, int], ...], int, bytes | None, SegmentState
 ]
-
-
-_check = check_int
 
 
 @dataclass(frozen=True, slots=True)
@@ -339,11 +332,11 @@ def encode_metadata_record(
     if version == 0 and (broker_leader_epoch is not None or end_offset is not None):
         raise ValueError("BrokerLeaderEpoch and EndOffset exist only in version 1")
     if broker_leader_epoch is not None:
-        _check("broker leader epoch", broker_leader_epoch, INT32_MIN, INT32_MAX)
+        check_int("broker leader epoch", broker_leader_epoch, INT32_MIN, INT32_MAX)
     if end_offset is not None:
         if api_key in (ApiKey.SEGMENT, ApiKey.SEGMENT_SNAPSHOT):
             raise ValueError(f"{api_key.name} has no EndOffset tag")
-        _check("end offset", end_offset, INT64_MIN, INT64_MAX)
+        check_int("end offset", end_offset, INT64_MIN, INT64_MAX)
     out = bytearray(encode_uvarint(FRAME_VERSION) + encode_uvarint(api_key))
     out += encode_uvarint(version)
     fields: list[tuple[int, bytes]] = []

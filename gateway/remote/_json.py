@@ -9,19 +9,46 @@ Java long range), a string a JSON string encodable as UTF-8 (no unpaired surroga
 property must be present and an unknown one is refused where the caller lists the allowed names.
 Every failure is a :class:`CorruptManifestError` naming the dotted path of the property
 (``chunkIndex.type``), prefixed by the caller's context.
+
+Binary values inside these objects are standard Base64 as ``java.util.Base64.getDecoder()``
+reads it (:func:`b64decode_standard`).
 """
 
 from __future__ import annotations
 
+import base64
+import binascii
+import re
 from typing import Final
 
 from gateway.errors import CorruptManifestError
+from gateway.kafka.ints import INT32_MAX, INT64_MAX, INT64_MIN, check_int
 
-__all__ = ["JsonFields"]
+__all__ = ["JsonFields", "b64decode_standard"]
 
-INT32_MAX: Final = (1 << 31) - 1
-INT64_MIN: Final = -(1 << 63)
-INT64_MAX: Final = (1 << 63) - 1
+_STD_B64_RE: Final = re.compile(r"([A-Za-z0-9+/]*)(={0,2})")
+
+
+def b64decode_standard(text: str) -> bytes:
+    """Decode standard Base64 (``+``, ``/``) as ``java.util.Base64.getDecoder()`` does.
+
+    Padding is optional but must be right when present; any character outside the alphabet
+    (whitespace included) is refused. Raises ``ValueError`` (callers translate it into their
+    domain error).
+    """
+    match = _STD_B64_RE.fullmatch(text)
+    if match is None:
+        raise ValueError("not standard Base64: a character outside [A-Za-z0-9+/=] or misplaced '='")
+    body, pad = match.groups()
+    rest = len(body) % 4
+    if rest == 1:
+        raise ValueError(f"not standard Base64: {len(body)} characters leave a dangling one")
+    if pad and (rest == 0 or len(pad) != 4 - rest):
+        raise ValueError("not standard Base64: wrong padding")
+    try:
+        return base64.b64decode(body + "=" * (-len(body) % 4), validate=True)
+    except binascii.Error as exc:  # pragma: no cover - excluded by the checks above
+        raise ValueError(f"not standard Base64: {exc}") from exc
 
 
 class JsonFields:
@@ -67,9 +94,7 @@ class JsonFields:
         value = self.raw(name)
         if isinstance(value, bool) or not isinstance(value, int):
             raise self.error(f"expected an integer, found {_json_type(value)}", name)
-        if not lo <= value <= hi:
-            raise self.error(f"{value} is outside [{lo}, {hi}]", name)
-        return value
+        return check_int("value", value, lo, hi, error=lambda problem: self.error(problem, name))
 
     def int32(self, name: str, lo: int = 0) -> int:
         return self.integer(name, lo, INT32_MAX)

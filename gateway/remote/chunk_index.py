@@ -1,6 +1,6 @@
 """Chunk index of a ``.rsm-manifest``: where each chunk of the original segment sits in the ``.log``
 object (spec §3). Mirrors ``io.aiven.kafka.tieredstorage.manifest.index.{AbstractChunkIndex,
-FixedSizeChunkIndex, VariableSizeChunkIndex, *ChunkIndexBuilder}``.
+FixedSizeChunkIndex, VariableSizeChunkIndex}``; the writer's builder is :mod:`.chunk_index_builder`.
 
 The original segment (``originalFileSize`` bytes) is cut into ``n = ceil(size / chunk)`` chunks
 of ``originalChunkSize`` bytes, the last one holding the remainder. Chunk ``i`` covers original
@@ -27,11 +27,12 @@ chunk; here :meth:`ChunkIndex.chunks` is empty).
 from __future__ import annotations
 
 from array import array
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from dataclasses import dataclass
 from itertools import accumulate
 from typing import Final
 
+from gateway.kafka.ints import INT32_MAX, check_int
 from gateway.remote._json import JsonFields
 from gateway.remote.chunk_sizes import decode_transformed_positions, encode_transformed_chunks
 
@@ -40,11 +41,8 @@ __all__ = [
     "ChunkIndex",
     "FixedChunkIndex",
     "VariableChunkIndex",
-    "build_chunk_index",
     "parse_chunk_index",
 ]
-
-INT32_MAX: Final = (1 << 31) - 1
 
 
 # --- value types -----------------------------------------------------------------------------
@@ -71,11 +69,6 @@ class Chunk:
         return self.transformed_position + self.transformed_size
 
 
-def _check_int32(name: str, value: int, lo: int) -> None:
-    if isinstance(value, bool) or not isinstance(value, int) or not lo <= value <= INT32_MAX:
-        raise ValueError(f"{name} {value!r} is not an int32 in [{lo}, {INT32_MAX}]")
-
-
 class ChunkIndex:
     """Common read side of both index types (``AbstractChunkIndex``). Immutable."""
 
@@ -85,8 +78,8 @@ class ChunkIndex:
     """The JSON ``type`` id."""
 
     def __init__(self, original_chunk_size: int, original_file_size: int) -> None:
-        _check_int32("originalChunkSize", original_chunk_size, 1)
-        _check_int32("originalFileSize", original_file_size, 0)
+        check_int("originalChunkSize", original_chunk_size, 1, INT32_MAX)
+        check_int("originalFileSize", original_file_size, 0, INT32_MAX)
         self._original_chunk_size = original_chunk_size
         self._original_file_size = original_file_size
         self._count = -(-original_file_size // original_chunk_size)
@@ -171,8 +164,8 @@ class FixedChunkIndex(ChunkIndex):
         final_transformed_chunk_size: int,
     ) -> None:
         super().__init__(original_chunk_size, original_file_size)
-        _check_int32("transformedChunkSize", transformed_chunk_size, 0)
-        _check_int32("finalTransformedChunkSize", final_transformed_chunk_size, 0)
+        check_int("transformedChunkSize", transformed_chunk_size, 0, INT32_MAX)
+        check_int("finalTransformedChunkSize", final_transformed_chunk_size, 0, INT32_MAX)
         self._transformed_chunk_size = transformed_chunk_size
         self._final_transformed_chunk_size = final_transformed_chunk_size
 
@@ -360,52 +353,3 @@ def parse_chunk_index(value: object, path: str = "chunkIndex", context: str = ""
     raise fields.error(
         f"unknown chunk index type {kind!r} (expected 'fixed' or 'variable')", "type"
     )
-
-
-# --- the writer's builder --------------------------------------------------------------------
-
-
-def build_chunk_index(
-    original_chunk_size: int,
-    original_sizes: Sequence[int],
-    transformed_sizes: Sequence[int],
-    *,
-    compression: bool,
-) -> ChunkIndex:
-    """The index the plugin's ``TransformFinisher`` builds for chunks written with these sizes.
-
-    ``original_sizes``: the plaintext size of each chunk (all ``original_chunk_size`` but the
-    last, which is 1..``original_chunk_size``); ``transformed_sizes``: each stored size.
-    Variable iff ``compression`` (compressed sizes are unpredictable); otherwise fixed, with
-    ``transformedChunkSize`` = ``original_chunk_size`` + the constant per-chunk overhead of the
-    last chunk (0 untransformed, 28 encrypted), which every other chunk must show too.
-    An empty segment gets ``fixed(chunk, 0, chunk, 0)``: what the plugin writes for an
-    untransformed empty file (it fails on an empty file with a transform; any flags read fine).
-    ``ValueError`` for inconsistent input.
-    """
-    _check_int32("original chunk size", original_chunk_size, 1)
-    if len(original_sizes) != len(transformed_sizes):
-        raise ValueError(
-            f"{len(original_sizes)} original sizes but {len(transformed_sizes)} transformed sizes"
-        )
-    n = len(original_sizes)
-    if n == 0:
-        return FixedChunkIndex(original_chunk_size, 0, original_chunk_size, 0)
-    if any(size != original_chunk_size for size in original_sizes[:-1]) or not (
-        1 <= original_sizes[-1] <= original_chunk_size
-    ):
-        raise ValueError(
-            f"original chunks must all be {original_chunk_size} bytes but the last, which must "
-            "be 1 byte or more"
-        )
-    file_size = (n - 1) * original_chunk_size + original_sizes[-1]
-    if compression:
-        return VariableChunkIndex(original_chunk_size, file_size, transformed_sizes)
-    overhead = transformed_sizes[-1] - original_sizes[-1]
-    stored_chunk_size = original_chunk_size + overhead
-    if any(size != stored_chunk_size for size in transformed_sizes[:-1]):
-        raise ValueError(
-            f"without compression every stored chunk but the last must be {stored_chunk_size} "
-            "bytes (chunk size + the last chunk's overhead)"
-        )
-    return FixedChunkIndex(original_chunk_size, file_size, stored_chunk_size, transformed_sizes[-1])

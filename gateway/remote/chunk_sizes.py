@@ -36,7 +36,8 @@ from typing import Final
 import zstandard
 
 from gateway.errors import CorruptManifestError
-from gateway.remote.keys import b64decode_standard
+from gateway.kafka.ints import INT32_MAX, check_int
+from gateway.remote._json import b64decode_standard
 
 __all__ = [
     "MAX_CHUNK_SIZES_BYTES",
@@ -46,8 +47,6 @@ __all__ = [
     "encode_chunk_sizes",
     "encode_transformed_chunks",
 ]
-
-INT32_MAX: Final = (1 << 31) - 1
 
 MAX_CHUNK_SIZES_BYTES: Final = 10 * 1024 * 1024
 """``TransformedChunksDeserializer.MAX_DECOMPRESSED_SIZE``: cap on the codec payload."""
@@ -64,11 +63,6 @@ _U32: Final = next(code for code in "IL" if array(code).itemsize == 4)
 _SWAP: Final = sys.byteorder == "little"
 
 
-def _check_int32(name: str, value: int, lo: int) -> None:
-    if isinstance(value, bool) or not isinstance(value, int) or not lo <= value <= INT32_MAX:
-        raise ValueError(f"{name} {value!r} is not an int32 in [{lo}, {INT32_MAX}]")
-
-
 def _bytes_needed(value: int) -> int:
     return 1 if value <= 0xFF else 2 if value <= 0xFFFF else 3 if value <= 0xFFFFFF else 4
 
@@ -76,7 +70,7 @@ def _bytes_needed(value: int) -> int:
 def encode_chunk_sizes(values: Sequence[int]) -> bytes:
     """``ChunkSizesBinaryCodec.encode``; ``ValueError`` for a value outside int32 >= 0."""
     for v in values:
-        _check_int32("chunk size", v, 0)
+        check_int("chunk size", v, 0, INT32_MAX)
     count = len(values)
     if count == 0:
         return _INT32.pack(0)

@@ -41,7 +41,12 @@ from Crypto.PublicKey import RSA
 from Crypto.Signature.pss import MGF1
 from Crypto.Util.asn1 import DerObjectId, DerSequence
 
-from gateway.errors import ConfigurationError, CorruptManifestError, IntegrityError
+from gateway.errors import (
+    ConfigurationError,
+    CorruptManifestError,
+    IntegrityError,
+    KeyNotConfiguredError,
+)
 
 #: Size of the AES-256 data keys that are wrapped.
 DATA_KEY_SIZE: Final = 32
@@ -282,8 +287,9 @@ class KeyRing:
             return self._pairs[key_id]
         except KeyError as exc:
             known = ", ".join(repr(k) for k in self._pairs) or "none"
-            raise ConfigurationError(
-                f"unknown key pair id {key_id!r} (configured: {known})"
+            raise KeyNotConfiguredError(
+                f"unknown key pair id {key_id!r} (configured: {known}): add "
+                f"--key-pair {key_id}=PATH (its private key PEM) and restart"
             ) from exc
 
     def wrap(self, key_id: str, data_key: bytes) -> bytes:

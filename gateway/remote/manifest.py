@@ -34,6 +34,7 @@ UTF-8 JSON, compact (no whitespace), properties in exactly this order (wrapped h
 Reading is stricter than Jackson where Jackson would coerce (a number as a string, ``1.0`` as an
 int, ``0``/``1`` as a boolean): the plugin never writes those, so they are corruption here. Any
 unknown property outside ``remoteLogSegmentMetadata`` is corruption, as in the plugin.
+Writing is :mod:`gateway.remote.manifest_writer`.
 """
 
 from __future__ import annotations
@@ -42,38 +43,27 @@ import base64
 import json
 import re
 import uuid
-from collections.abc import Iterable
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import ClassVar, Final
 
 from gateway.errors import CorruptManifestError, InvalidKeyError
-from gateway.remote._json import JsonFields
+from gateway.kafka.ints import INT32_MAX, INT32_MIN, INT64_MAX, INT64_MIN, check_int
+from gateway.kafka.uuids import decode_uuid
+from gateway.remote._json import JsonFields, b64decode_standard
 from gateway.remote.chunk_index import ChunkIndex, parse_chunk_index
-from gateway.remote.keys import (
-    ObjectKey,
-    Suffix,
-    b64decode_standard,
-    decode_uuid,
-    encode_uuid,
-)
+from gateway.remote.keys import ObjectKey, Suffix
 
 __all__ = [
     "MANIFEST_VERSION",
     "EncryptionMetadata",
     "IndexType",
-    "RemoteLogSegmentMetadata",
+    "ManifestIndexes",
+    "ManifestSegmentMetadata",
     "SegmentIndex",
-    "SegmentIndexes",
     "SegmentManifest",
     "parse_manifest",
-    "serialize_manifest",
 ]
-
-INT32_MIN: Final = -(1 << 31)
-INT32_MAX: Final = (1 << 31) - 1
-INT64_MIN: Final = -(1 << 63)
-INT64_MAX: Final = (1 << 63) - 1
 
 MANIFEST_VERSION: Final = "1"
 
@@ -86,16 +76,6 @@ _TOP_PROPERTIES: Final = (
     "remoteLogSegmentMetadata",
 )
 _EPOCH_KEY_RE: Final = re.compile(r"-?(?:0|[1-9][0-9]{0,9})")
-_JSON_ESCAPE_RE: Final = re.compile(r'[\x00-\x1f"\\]')
-_JSON_SHORT_ESCAPES: Final = {
-    '"': '\\"',
-    "\\": "\\\\",
-    "\b": "\\b",
-    "\t": "\\t",
-    "\n": "\\n",
-    "\f": "\\f",
-    "\r": "\\r",
-}
 
 
 # --- model -----------------------------------------------------------------------------------
@@ -111,11 +91,6 @@ class IndexType(StrEnum):
     TRANSACTION = "transaction"
 
 
-def _check(name: str, value: int, lo: int, hi: int) -> None:
-    if isinstance(value, bool) or not isinstance(value, int) or not lo <= value <= hi:
-        raise ValueError(f"{name} {value!r} is outside [{lo}, {hi}]")
-
-
 @dataclass(frozen=True, slots=True)
 class SegmentIndex:
     """Byte range ``[position, position + size)`` of one index piece inside ``.indexes``."""
@@ -124,8 +99,8 @@ class SegmentIndex:
     size: int
 
     def __post_init__(self) -> None:
-        _check("position", self.position, 0, INT32_MAX)
-        _check("size", self.size, 0, INT32_MAX)
+        check_int("position", self.position, 0, INT32_MAX)
+        check_int("size", self.size, 0, INT32_MAX)
 
     @property
     def end(self) -> int:
@@ -133,8 +108,10 @@ class SegmentIndex:
 
 
 @dataclass(frozen=True, slots=True)
-class SegmentIndexes:
-    """``segmentIndexes``: where each index piece sits; ``transaction`` may be absent."""
+class ManifestIndexes:
+    """``segmentIndexes``: where each index piece sits inside the ``.indexes`` object;
+    ``transaction`` may be absent. (The decoded indexes are :class:`indexcache.SegmentIndexes`.)
+    """
 
     offset: SegmentIndex
     timestamp: SegmentIndex
@@ -159,7 +136,7 @@ class SegmentIndexes:
         producer_snapshot: int,
         leader_epoch: int,
         transaction: int | None,
-    ) -> SegmentIndexes:
+    ) -> ManifestIndexes:
         """Cumulative positions in storage order (``SegmentIndexesV1Builder``)."""
         pieces: list[SegmentIndex] = []
         position = 0
@@ -202,8 +179,9 @@ class EncryptionMetadata:
 
 
 @dataclass(frozen=True, slots=True)
-class RemoteLogSegmentMetadata:
-    """``remoteLogSegmentMetadata``: the informational copy of Kafka's segment metadata.
+class ManifestSegmentMetadata:
+    """``remoteLogSegmentMetadata``: the manifest's informational copy of Kafka's segment
+    metadata (the RLMM's own record is :class:`gateway.metadata.model.RemoteLogSegmentMetadata`).
 
     ``segment_leader_epochs``: (epoch, start offset) pairs, kept sorted by epoch.
     """
@@ -224,14 +202,14 @@ class RemoteLogSegmentMetadata:
             raise ValueError("topic_id and segment_id must be uuid.UUID values")
         if not isinstance(self.topic, str):
             raise ValueError("topic must be a string")
-        _check("partition", self.partition, 0, INT32_MAX)
-        _check("broker id", self.broker_id, INT32_MIN, INT32_MAX)
+        check_int("partition", self.partition, 0, INT32_MAX)
+        check_int("broker id", self.broker_id, INT32_MIN, INT32_MAX)
         for name in ("start_offset", "end_offset", "max_timestamp_ms", "event_timestamp_ms"):
-            _check(name, getattr(self, name), INT64_MIN, INT64_MAX)
+            check_int(name, getattr(self, name), INT64_MIN, INT64_MAX)
         pairs = tuple(self.segment_leader_epochs)
         for epoch, offset in pairs:
-            _check("leader epoch", epoch, INT32_MIN, INT32_MAX)
-            _check("leader epoch start offset", offset, INT64_MIN, INT64_MAX)
+            check_int("leader epoch", epoch, INT32_MIN, INT32_MAX)
+            check_int("leader epoch start offset", offset, INT64_MIN, INT64_MAX)
         epochs = tuple(sorted(pairs))
         if len({e for e, _ in epochs}) != len(epochs):
             raise ValueError("segment_leader_epochs repeats an epoch")
@@ -255,10 +233,10 @@ class SegmentManifest:
     """A parsed ``.rsm-manifest`` (version 1)."""
 
     chunk_index: ChunkIndex
-    segment_indexes: SegmentIndexes
+    segment_indexes: ManifestIndexes
     compression: bool
     encryption: EncryptionMetadata | None = None
-    remote_log_segment_metadata: RemoteLogSegmentMetadata | None = None
+    remote_log_segment_metadata: ManifestSegmentMetadata | None = None
 
 
 # --- reading ---------------------------------------------------------------------------------
@@ -274,12 +252,12 @@ def _segment_index(parent: JsonFields, name: str) -> SegmentIndex:
     return SegmentIndex(fields.int32("position"), fields.int32("size"))
 
 
-def _segment_indexes(top: JsonFields) -> SegmentIndexes:
+def _segment_indexes(top: JsonFields) -> ManifestIndexes:
     fields = top.child("segmentIndexes")
     fields.only(*IndexType)
     fields.raw(IndexType.TRANSACTION)  # required, even when null
     transaction = fields.optional_child(IndexType.TRANSACTION)
-    return SegmentIndexes(
+    return ManifestIndexes(
         _segment_index(fields, IndexType.OFFSET),
         _segment_index(fields, IndexType.TIMESTAMP),
         _segment_index(fields, IndexType.PRODUCER_SNAPSHOT),
@@ -321,7 +299,7 @@ def _uuid(fields: JsonFields, name: str) -> uuid.UUID:
         raise fields.error(str(exc), name) from exc
 
 
-def _remote_log_segment_metadata(top: JsonFields) -> RemoteLogSegmentMetadata | None:
+def _remote_log_segment_metadata(top: JsonFields) -> ManifestSegmentMetadata | None:
     fields = top.optional_child("remoteLogSegmentMetadata")
     if fields is None:
         return None
@@ -334,7 +312,7 @@ def _remote_log_segment_metadata(top: JsonFields) -> RemoteLogSegmentMetadata | 
         if _EPOCH_KEY_RE.fullmatch(name) is None or not INT32_MIN <= int(name) <= INT32_MAX:
             raise epochs_fields.error("leader epoch key is not an int32 in decimal", name)
         epochs.append((int(name), epochs_fields.int64(name)))
-    return RemoteLogSegmentMetadata(
+    return ManifestSegmentMetadata(
         topic_id=_uuid(topic_id_partition, "topicId"),
         topic=topic_partition.string("topic"),
         partition=topic_partition.int32("partition"),
@@ -378,67 +356,3 @@ def parse_manifest(data: bytes | bytearray | memoryview, key: str = "") -> Segme
     except ValueError as exc:  # pragma: no cover - a model check the field checks missed
         raise CorruptManifestError(f"{context}{exc}") from exc
     return SegmentManifest(chunk_index, segment_indexes, compression, encryption, metadata)
-
-
-# --- writing ---------------------------------------------------------------------------------
-
-
-def _json_escape(match: re.Match[str]) -> str:
-    char = match.group()
-    return _JSON_SHORT_ESCAPES.get(char) or f"\\u{ord(char):04X}"
-
-
-def _json_string(value: str) -> str:
-    """A JSON string literal escaped as Jackson escapes it."""
-    return '"' + _JSON_ESCAPE_RE.sub(_json_escape, value) + '"'
-
-
-def _segment_index_json(index: SegmentIndex | None) -> str:
-    if index is None:
-        return "null"
-    return f'{{"position":{index.position},"size":{index.size}}}'
-
-
-def _segment_indexes_json(indexes: SegmentIndexes) -> str:
-    return "{" + ",".join(f'"{t.value}":{_segment_index_json(indexes[t])}' for t in IndexType) + "}"
-
-
-def _encryption_json(encryption: EncryptionMetadata) -> str:
-    aad = base64.b64encode(encryption.aad).decode("ascii")
-    return f'{{"dataKey":{_json_string(encryption.data_key_text)},"aad":"{aad}"}}'
-
-
-def _epochs_json(epochs: Iterable[tuple[int, int]]) -> str:
-    return "{" + ",".join(f'"{epoch}":{offset}' for epoch, offset in epochs) + "}"
-
-
-def _metadata_json(m: RemoteLogSegmentMetadata | None) -> str:
-    if m is None:
-        return "null"
-    return (
-        '{"remoteLogSegmentId":{"topicIdPartition":{'
-        f'"topicId":"{encode_uuid(m.topic_id)}",'
-        f'"topicPartition":{{"topic":{_json_string(m.topic)},"partition":{m.partition}}}}},'
-        f'"id":"{encode_uuid(m.segment_id)}"}},'
-        f'"startOffset":{m.start_offset},"endOffset":{m.end_offset},'
-        f'"maxTimestampMs":{m.max_timestamp_ms},"brokerId":{m.broker_id},'
-        f'"eventTimestampMs":{m.event_timestamp_ms},'
-        f'"segmentLeaderEpochs":{_epochs_json(m.segment_leader_epochs)}}}'
-    )
-
-
-def serialize_manifest(manifest: SegmentManifest) -> bytes:
-    """The manifest bytes, byte-identical to what the plugin writes for the same values."""
-    parts = [
-        f'{{"version":"{MANIFEST_VERSION}"',
-        f',"chunkIndex":{manifest.chunk_index.to_json()}',
-        f',"segmentIndexes":{_segment_indexes_json(manifest.segment_indexes)}',
-        f',"compression":{"true" if manifest.compression else "false"}',
-    ]
-    if manifest.encryption is not None:
-        parts.append(f',"encryption":{_encryption_json(manifest.encryption)}')
-    parts.append(
-        f',"remoteLogSegmentMetadata":{_metadata_json(manifest.remote_log_segment_metadata)}'
-    )
-    parts.append("}")
-    return "".join(parts).encode("utf-8")

@@ -12,12 +12,18 @@ from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
 
-from gateway.errors import ConfigurationError, GatewayError
+from gateway.errors import (
+    ConfigurationError,
+    CorruptDataError,
+    GatewayError,
+    InvalidKeyError,
+    ObjectNotFoundError,
+)
 from gateway.kafka.batch import iter_batches
 from gateway.kafka.codecs import Codec
 from gateway.kafka.epoch import (
@@ -25,16 +31,17 @@ from gateway.kafka.epoch import (
     format_leader_epoch_checkpoint,
     parse_leader_epoch_checkpoint,
 )
-from gateway.remote.chunk_index import build_chunk_index
+from gateway.remote.chunk_index_builder import build_chunk_index
 from gateway.remote.keyring import KeyRing
-from gateway.remote.keys import ObjectKey, Suffix
+from gateway.remote.keys import ObjectKey, Suffix, parse_object_key
 from gateway.remote.manifest import (
     EncryptionMetadata,
-    RemoteLogSegmentMetadata,
-    SegmentIndexes,
+    ManifestIndexes,
+    ManifestSegmentMetadata,
     SegmentManifest,
-    serialize_manifest,
+    parse_manifest,
 )
+from gateway.remote.manifest_writer import serialize_manifest
 from gateway.remote.transforms import (
     ChunkTransform,
     generate_data_key_and_aad,
@@ -134,7 +141,7 @@ def read_segment_dir(directory: Path, *, include_active: bool = False) -> Iterat
 
 def segment_metadata(
     segment: LocalSegment, *, topic: str, topic_id: uuid.UUID, partition: int, broker_id: int = 0
-) -> RemoteLogSegmentMetadata:
+) -> ManifestSegmentMetadata:
     """``remoteLogSegmentMetadata`` for a segment: offsets and max timestamp from its batch
     headers, leader epochs from its checkpoint (``epochEntriesInRange(start, end + 1)``)."""
     last_offset, max_ts = segment.base_offset - 1, -1
@@ -143,7 +150,7 @@ def segment_metadata(
         max_ts = max(max_ts, batch.max_timestamp)
     cache = LeaderEpochCache(parse_leader_epoch_checkpoint(segment.leader_epoch_checkpoint))
     epochs = cache.epoch_entries_in_range(segment.base_offset, last_offset + 1)
-    return RemoteLogSegmentMetadata(
+    return ManifestSegmentMetadata(
         topic_id=topic_id,
         topic=topic,
         partition=partition,
@@ -159,7 +166,7 @@ def segment_metadata(
 
 def build_segment_objects(
     segment: LocalSegment,
-    metadata: RemoteLogSegmentMetadata,
+    metadata: ManifestSegmentMetadata,
     *,
     key_prefix: str,
     options: TieringOptions,
@@ -193,7 +200,7 @@ def build_segment_objects(
     ]
     txn = None if segment.txn_index is None else transform_index_piece(segment.txn_index, transform)
     offset, timestamp, snapshot, epochs = (len(p) for p in pieces)
-    indexes = SegmentIndexes.from_sizes(
+    indexes = ManifestIndexes.from_sizes(
         offset, timestamp, snapshot, epochs, None if txn is None else len(txn)
     )
     manifest = SegmentManifest(
@@ -216,3 +223,76 @@ async def upload_segment(store: ObjectStore, objects: SegmentObjects) -> None:
     await store.put(objects.key.key, objects.log)
     await store.put(objects.key.with_suffix(Suffix.INDEXES).key, objects.indexes)
     await store.put(objects.key.with_suffix(Suffix.MANIFEST).key, objects.manifest_bytes())
+
+
+def partition_prefix(key: ObjectKey) -> str:
+    """The key prefix every object of ``key``'s partition starts with (``.../<partition>/``)."""
+    text = key.key
+    return text[: text.rindex("/") + 1]
+
+
+@dataclass(frozen=True, slots=True)
+class UploadedSegment:
+    """A segment the store already holds: what a re-run compares a local segment against."""
+
+    key: ObjectKey  # its .log key
+    start_offset: int
+    end_offset: int
+    size: int  # of the original .log
+
+
+async def uploaded_segments(
+    store: ObjectStore, key: ObjectKey, start_offsets: Iterable[int]
+) -> dict[tuple[int, int, int], UploadedSegment]:
+    """The segments of ``key``'s partition (same prefix, topic, topic id and partition) already
+    in the store whose start offset is one of ``start_offsets``, by (start, end, size).
+
+    Their manifests are read and their ``.log`` and ``.indexes`` objects checked (present, of
+    the sizes the manifest gives). A manifest without segment metadata, one that does not
+    parse, or one whose objects are missing matches nothing: such a segment is uploaded again
+    rather than wrongly skipped."""
+    wanted = set(start_offsets)
+    prefix = partition_prefix(key)
+    found: dict[tuple[int, int, int], UploadedSegment] = {}
+    async for info in store.list(prefix):
+        if not info.key.endswith("." + Suffix.MANIFEST.value):
+            continue
+        try:
+            parsed = parse_object_key(info.key, prefix=key.prefix)
+        except InvalidKeyError:
+            continue  # not a segment key: not ours to judge
+        if parsed.start_offset not in wanted or parsed.topic_id != key.topic_id:
+            continue
+        data = await store.get(info.key)  # a store fault stops the run: never guess
+        try:
+            manifest = parse_manifest(data, info.key)
+        except (CorruptDataError, ValueError):
+            continue
+        meta = manifest.remote_log_segment_metadata
+        if meta is None:
+            continue
+        log_key = parsed.with_suffix(Suffix.LOG)
+        if not await _objects_present(store, log_key, manifest):
+            continue  # a manifest left without its objects: upload the segment again
+        size = manifest.chunk_index.original_file_size
+        entry = UploadedSegment(log_key, meta.start_offset, meta.end_offset, size)
+        found[(entry.start_offset, entry.end_offset, entry.size)] = entry
+    return found
+
+
+async def _objects_present(
+    store: ObjectStore, log_key: ObjectKey, manifest: SegmentManifest
+) -> bool:
+    """The ``.log`` and ``.indexes`` objects are there, of the sizes the manifest gives."""
+    expected = (
+        (log_key, manifest.chunk_index.transformed_file_size),
+        (log_key.with_suffix(Suffix.INDEXES), manifest.segment_indexes.total_size),
+    )
+    for key, size in expected:
+        try:
+            info = await store.head(key.key)
+        except ObjectNotFoundError:
+            return False
+        if info.size != size:
+            return False
+    return True

@@ -30,11 +30,12 @@ from gateway.errors import (
     ObjectNotFoundError,
     StorageError,
 )
-from gateway.metadata.scan import metadata_from_manifest
+from gateway.kafka.uuids import encode_uuid
+from gateway.metadata.manifests import metadata_from_manifest
 from gateway.read.framing import SegmentBounds
 from gateway.remote.chunk_index import Chunk
 from gateway.remote.keyring import KeyRing
-from gateway.remote.keys import ObjectKey, Suffix, encode_uuid, parse_object_key
+from gateway.remote.keys import ObjectKey, Suffix, parse_object_key
 from gateway.remote.manifest import SegmentManifest, parse_manifest
 from gateway.remote.reader import DEFAULT_MAX_GET_BYTES, RemoteSegment, indexes_end, plan_gets
 from gateway.remote.sync_reader import SyncSegmentReader

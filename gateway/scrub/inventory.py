@@ -23,7 +23,8 @@ from dataclasses import dataclass, field
 from typing import Final
 
 from gateway.errors import InvalidKeyError
-from gateway.remote.keys import ObjectKey, Suffix, encode_uuid, parse_object_key
+from gateway.kafka.uuids import encode_uuid
+from gateway.remote.keys import ObjectKey, Suffix, parse_object_key
 from gateway.scrub.findings import (
     MISSING_OBJECT,
     ORPHAN_OBJECT,

@@ -30,13 +30,7 @@ checked when they are read, :func:`gateway.scrub.indexes.read_index_view`):
   batch (error otherwise), and no batch before O's batch may have a larger max timestamp than
   T, else a timestamp lookup for a value in between starts too late and skips records (error).
   Kafka writes T = the running max through O's batch exactly; any other T is a warning.
-* transaction index (§11): each aborted transaction's last offset is its ABORT marker, which is
-  in this segment: a control batch of the same producer whose record is an ABORT; every ABORT
-  marker has its entry (Kafka appends one per ABORT marker, in the marker's segment); and every
-  transactional batch whose marker is in this segment gets the same verdict from the index,
-  through the consumer's filter (:class:`~gateway.read.txn.AbortedFilter`), as from its marker
-  (:class:`~gateway.read.txn.MarkerLedger`): else read_committed returns aborted records or
-  drops committed ones. All errors.
+* transaction index (§11): :class:`~gateway.scrub.txncheck.TxnChecks`, in step with the log.
 """
 
 from __future__ import annotations
@@ -47,12 +41,12 @@ from typing import Final
 
 from gateway.errors import CorruptRecordError, CrcMismatchError, GatewayError
 from gateway.kafka.batch import LOG_OVERHEAD, PEEK, PEEK_SIZE, RecordBatch
-from gateway.kafka.control import ControlRecordType, control_type
+from gateway.kafka.control import control_type
+from gateway.kafka.ints import INT64_MAX, INT64_MIN
 from gateway.kafka.offset_index import OffsetPosition
 from gateway.kafka.time_index import TimestampOffset
 from gateway.kafka.txn_index import AbortedTxn
 from gateway.read.framing import FramingError, Rule, SegmentBounds, SegmentFramer
-from gateway.read.txn import AbortedFilter, AbortedTransaction, MarkerLedger
 from gateway.scrub.findings import (
     BATCH_CRC,
     BATCH_DECODE,
@@ -62,12 +56,12 @@ from gateway.scrub.findings import (
     OFFSET_INDEX,
     OFFSETS,
     TIME_INDEX,
-    TXN_INDEX,
     FindingSink,
 )
+from gateway.scrub.txncheck import TxnChecks
 
-_NO_OFFSET: Final = -(1 << 63)
-UNKNOWN_END: Final = (1 << 63) - 1  # SegmentBounds.end_offset when the metadata is unknown
+_NO_OFFSET: Final = INT64_MIN
+UNKNOWN_END: Final = INT64_MAX  # SegmentBounds.end_offset when the metadata is unknown
 
 # What part of a framer's message names the rule that failed (see framing_check).
 
@@ -132,16 +126,7 @@ class LogScanner:
         self._oi = 0  # next offset-index entry
         self._pending: tuple[OffsetPosition, int] | None = None  # entry matched, batch base
         self._ti = 0  # next time-index entry
-        self._txns = sorted(indexes.txns, key=lambda t: t.last_offset)
-        self._xi = 0
-        self._aborted_ends = {(t.producer_id, t.last_offset) for t in indexes.txns}
-        # read_committed verdicts: the index's (through the consumer's filter) against the
-        # markers'; None once a batch that cannot be trusted has passed (already reported)
-        self._filter: AbortedFilter | None = AbortedFilter(
-            AbortedTransaction(t.producer_id, t.first_offset) for t in indexes.txns
-        )
-        self._ledger = MarkerLedger()
-        self._open: dict[int, list[tuple[int, bool]]] = {}  # pid -> (batch base, by index)
+        self._txn = TxnChecks(indexes.txns, sink, key=bounds.key, indexes_key=indexes_key)
 
     def _index_error(self, check: str, message: str) -> None:
         self._sink.error(check, message, self._ikey)
@@ -229,7 +214,7 @@ class LogScanner:
         if crc_ok:
             self._decode(batch, where)
         else:
-            self._filter = None  # its attributes and producer id are not to be trusted
+            self._txn.distrust()  # its attributes and producer id are not to be trusted
         self.last_offset = batch.last_offset
         self.max_timestamp = max(self.max_timestamp, batch.max_timestamp)
 
@@ -244,9 +229,8 @@ class LogScanner:
         except GatewayError as exc:  # CodecError, CorruptRecordError, unknown codec ...
             self._sink.error(BATCH_DECODE, f"{where}: {type(exc).__name__}: {exc}", self._key)
             kind = None
-            self._filter = None
-        self._check_txns(batch, kind)
-        self._check_verdicts(batch, kind, where)
+            self._txn.distrust()
+        self._txn.batch(batch, kind, where)
 
     # --- offset index ----------------------------------------------------------------------
 
@@ -318,75 +302,6 @@ class LogScanner:
                     f"{through}); timestamp lookups through this entry fail",
                 )
 
-    # --- transaction index -----------------------------------------------------------------
-
-    def _check_txns(self, batch: RecordBatch, kind: ControlRecordType | None) -> None:
-        txns = self._txns
-        while self._xi < len(txns) and txns[self._xi].last_offset <= batch.last_offset:
-            txn = txns[self._xi]
-            self._xi += 1
-            if txn.last_offset < batch.base_offset:
-                self._index_error(TXN_INDEX, f"aborted transaction {txn}: no batch holds its end")
-            elif not (
-                batch.is_control
-                and batch.producer_id == txn.producer_id
-                and kind is ControlRecordType.ABORT
-            ):
-                self._index_error(
-                    TXN_INDEX,
-                    f"aborted transaction {txn}: the batch at offset {txn.last_offset} is not "
-                    f"an ABORT marker of producer {txn.producer_id} (read_committed fetches "
-                    "would drop the wrong records)",
-                )
-        if (
-            kind is ControlRecordType.ABORT
-            and (batch.producer_id, batch.base_offset) not in self._aborted_ends
-        ):
-            self._index_error(
-                TXN_INDEX,
-                f"the ABORT marker of producer {batch.producer_id} at offset "
-                f"{batch.base_offset} has no transaction index entry: read_committed fetches "
-                "would return the records it aborted",
-            )
-
-    def _check_verdicts(
-        self, batch: RecordBatch, kind: ControlRecordType | None, where: str
-    ) -> None:
-        """The index's read_committed verdict on each transactional batch against its
-        marker's, compared when the marker arrives (transactions still open at the segment's
-        end are ended in a later segment, out of this audit's sight)."""
-        if self._filter is None:
-            return
-        try:
-            by_index = self._filter.accepts(batch)
-            self._ledger.add(batch)
-        except GatewayError as exc:  # a control batch without a record
-            self._sink.error(BATCH_DECODE, f"{where}: {type(exc).__name__}: {exc}", self._key)
-            self._filter = None
-            return
-        pid = batch.producer_id
-        if batch.is_control:
-            wrong = []
-            for base, index_says in self._open.pop(pid, ()):
-                marker_says = self._ledger.committed.pop(base, None)
-                if marker_says is not None and marker_says != index_says:
-                    wrong.append(base)
-            if wrong:
-                commit = kind is ControlRecordType.COMMIT
-                verb, listed, effect = (
-                    ("commits", "aborted", "drop these committed records")
-                    if commit
-                    else ("aborts", "committed", "return these aborted records")
-                )
-                self._index_error(
-                    TXN_INDEX,
-                    f"the {'COMMIT' if commit else 'ABORT'} marker of producer {pid} at offset "
-                    f"{batch.base_offset} {verb} its batches at offsets {_offsets(wrong)}, which "
-                    f"the transaction index gives as {listed}: read_committed would {effect}",
-                )
-        elif batch.is_transactional and pid >= 0:
-            self._open.setdefault(pid, []).append((batch.base_offset, by_index))
-
     # --- end -------------------------------------------------------------------------------
 
     def finish(self) -> None:
@@ -428,14 +343,4 @@ class LogScanner:
                 f"time index entry ({ts}, offset {offset}) is past the segment's last offset "
                 f"{self.last_offset}",
             )
-        for txn in self._txns[self._xi :]:
-            self._index_error(
-                TXN_INDEX,
-                f"aborted transaction {txn}: its marker offset is past the segment's last "
-                f"offset {self.last_offset}",
-            )
-
-
-def _offsets(bases: list[int], shown: int = 5) -> str:
-    head = ", ".join(map(str, bases[:shown]))
-    return head + (f", ... ({len(bases) - shown} more)" if len(bases) > shown else "")
+        self._txn.finish(self.last_offset)

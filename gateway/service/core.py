@@ -1,23 +1,18 @@
-"""The gateway service: wires the RLMM, the caches and the readers behind the ``Service`` seam.
+"""The use cases of a running gateway behind the ``Service`` seam: catalog, fetch, ListOffsets.
 
-:func:`open_service` builds everything a running gateway owns (store client, thread pool,
-segment reader with retries, decoded-chunk cache, index cache, RLMM with its bucket scan and
-rescan task) and closes all of it on exit. The HTTP layer calls it from its lifespan.
+:class:`GatewayService` is handed its components (RLMM, segment source, reader, retrier, thread
+pool, bucket scanner) by :func:`gateway.service.open.open_service`, which owns and closes them.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import uuid
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
-from pathlib import Path
-from typing import Literal, Protocol
 
-from gateway.cache.chunk_disk import ChunkDiskTier
-from gateway.cache.chunks import ChunkCache
+from gateway.cache.segments import SegmentSource
 from gateway.deadline import Deadline
 from gateway.errors import (
     CorruptDataError,
@@ -27,22 +22,17 @@ from gateway.errors import (
     NotReadyError,
     UnknownTopicOrPartitionError,
 )
-from gateway.metadata.backend import MemoryBackend
 from gateway.metadata.manager import RemoteLogMetadataManager
 from gateway.metadata.model import RemoteLogSegmentMetadata, TopicIdPartition
-from gateway.metadata.open import STATE_DB
-from gateway.metadata.scan import BucketScanner, UnreadableSegment, checkpoint_reader
-from gateway.metadata.sqlite import SQLiteBackend
-from gateway.remote.keyring import KeyRing
-from gateway.remote.keys import encode_uuid
+from gateway.metadata.scan import BucketScanner, UnreadableSegment
 from gateway.remote.reader import SegmentReader
 from gateway.service.committed import committed
 from gateway.service.fetch import Fetcher, SegmentVanishedError, remote_bounds, to_batches
-from gateway.service.metrics import render_metrics
+from gateway.service.listing import segment_infos
+from gateway.service.metrics import CoreCollector
 from gateway.service.offsets import OffsetFinder
 from gateway.service.protocol import OffsetSpec
 from gateway.service.records import decode_records
-from gateway.service.segments import SegmentSource
 from gateway.service.types import (
     FetchedRecord,
     FetchResult,
@@ -53,38 +43,9 @@ from gateway.service.types import (
     SegmentInfo,
     UnreadableManifest,
 )
-from gateway.storage.base import ObjectStore
-from gateway.storage.factory import open_store
-from gateway.storage.retry import Retrier, RetryPolicy
+from gateway.storage.retry import Retrier
 
 log = logging.getLogger(__name__)
-
-
-class ServiceSettings(Protocol):
-    """What :func:`open_service` reads from the settings object."""
-
-    store: str
-    key_prefix: str
-    key_pairs: list[str]
-    state_dir: Path | None
-    s3_endpoint_url: str | None
-    s3_region: str | None
-    s3_path_style: bool
-    s3_data_plane: Literal["aioboto3", "httpx"]
-    index_cache_bytes: int
-    index_cache_dir: Path | None
-    chunk_cache_bytes: int
-    chunk_cache_dir: Path | None
-    chunk_cache_disk_bytes: int
-    readahead_bytes: int
-    max_get_bytes: int
-    max_concurrent_gets: int
-    retry_max_attempts: int
-    retry_base_delay_s: float
-    retry_max_delay_s: float
-    retry_attempt_timeout_s: float
-    threads: int
-    rescan_interval_s: float
 
 
 class GatewayService:
@@ -94,35 +55,54 @@ class GatewayService:
         self,
         rlmm: RemoteLogMetadataManager,
         source: SegmentSource,
+        *,
         reader: SegmentReader,
         retrier: Retrier,
         executor: ThreadPoolExecutor,
+        scanner: BucketScanner,
     ) -> None:
         self.rlmm = rlmm
         self.source = source
         self.reader = reader
         self.retrier = retrier
+        self.scanner = scanner
         self._executor = executor
         self._fetcher = Fetcher(rlmm, source)
+        # Reads and offset lookups consult the scanner's unreadable manifests: the offsets
+        # such a segment would hold fail naming it instead of vanishing.
+        self._fetcher.claims = scanner.unreadable
         self._offsets = OffsetFinder(rlmm, source, executor, self._fetcher)
         self._ready = False
+        self._settled = asyncio.Event()  # ready, or closing
         self._not_ready_reason = "the first bucket scan has not finished"
-        self.scanner: BucketScanner | None = None
+        self._names: frozenset[str] = frozenset()
+        self._names_scan = -1  # the scan count _names were read at
+        self.collector = CoreCollector(
+            reader.counters, retrier.counters, source, scanner, self.ready
+        )
 
     # --- readiness: data endpoints answer 503 not_ready until the first scan has finished ---
 
-    def claims_from(self, scanner: BucketScanner) -> None:
-        """Reads and offset lookups consult the scanner's unreadable manifests: the offsets
-        such a segment would hold fail naming it instead of vanishing."""
-        self._fetcher.claims = scanner.unreadable
-
     def mark_ready(self) -> None:
         self._ready = True
+        self._settled.set()
 
     def mark_not_ready(self, reason: str) -> None:
         """Why the catalog is not loaded yet (e.g. the first scan failed: the store cannot be
         listed); ignored once ready."""
         self._not_ready_reason = reason
+
+    def mark_closing(self) -> None:
+        """The service is closing: :meth:`wait_ready` stops waiting."""
+        if not self._ready:
+            self._not_ready_reason = "the service is closing"
+        self._settled.set()
+
+    async def wait_ready(self) -> None:
+        """Return once the first bucket scan has completed; raise :class:`NotReadyError` if the
+        service closes before that."""
+        await self._settled.wait()
+        self._require_ready()
 
     def ready(self) -> bool:
         return self._ready
@@ -151,8 +131,6 @@ class GatewayService:
         self, topic: str | None = None
     ) -> Sequence[tuple[TopicIdPartition, UnreadableSegment]]:
         """The manifests the scanner could not read (of ``topic`` when given)."""
-        if self.scanner is None:
-            return ()
         found = self.scanner.unreadable_all()
         return found if topic is None else [e for e in found if e[0].topic == topic]
 
@@ -227,21 +205,7 @@ class GatewayService:
 
     async def segments(self, topic: str, partition: int) -> list[SegmentInfo]:
         tp = await self._tp(topic, partition)
-        metas = await asyncio.to_thread(self.rlmm.list_remote_log_segments, tp)
-        return [
-            SegmentInfo(
-                encode_uuid(m.segment_id.id),
-                m.start_offset,
-                m.end_offset,
-                m.state.name,
-                m.segment_size_in_bytes,
-                m.max_timestamp_ms,
-                m.event_timestamp_ms,
-                m.segment_leader_epochs,
-                m.txn_index_empty,
-            )
-            for m in metas
-        ]
+        return await asyncio.to_thread(segment_infos, self.rlmm, tp)
 
     async def fetch(
         self,
@@ -293,8 +257,6 @@ class GatewayService:
         )
 
     async def _forget(self, meta: RemoteLogSegmentMetadata, deadline: Deadline) -> None:
-        if self.scanner is None:
-            return
         try:
             if await self.scanner.forget_if_vanished(meta, self.retrier, deadline):
                 await self.source.chunks.invalidate(meta.segment_id.id)  # and its chunks
@@ -334,8 +296,14 @@ class GatewayService:
             )
         return await finder.for_timestamp(tp, spec, deadline)
 
-    def metrics_text(self) -> bytes:
-        return render_metrics(self)
+    async def catalog_topics(self) -> frozenset[str]:
+        """The topic names of the catalog as of the last completed scan (none before it);
+        re-read once per scan."""
+        scans = self.scanner.counters.scans
+        if scans != self._names_scan:
+            names = frozenset(await self.topics()) if self._ready else frozenset()
+            self._names, self._names_scan = names, scans
+        return self._names
 
 
 def _unreadable_error(
@@ -351,113 +319,4 @@ def _unreadable_error(
     )
 
 
-async def _scan_until_ready(
-    scanner: BucketScanner, service: GatewayService, max_delay: float = 30.0
-) -> None:
-    """The first scan, retried with backoff until it completes: until then the service is not
-    ready (and says why), never ready with an empty catalog because the store failed."""
-    delay = 1.0
-    while True:
-        try:
-            report = await scanner.scan()
-        except Exception as exc:  # the store may not be reachable yet: keep trying
-            log.warning("initial bucket scan failed (retrying in %.0f s): %s", delay, exc)
-            service.mark_not_ready(f"the first bucket scan failed: {type(exc).__name__}: {exc}")
-            await asyncio.sleep(delay)
-            delay = min(delay * 2, max_delay)
-            continue
-        log.info("bucket scan: %s", report.to_json())
-        service.mark_ready()
-        return
-
-
-@contextlib.asynccontextmanager
-async def open_service(settings: ServiceSettings) -> AsyncIterator[GatewayService]:
-    """Everything a running gateway owns, opened in order and closed in reverse."""
-    keys = KeyRing.from_specs(settings.key_pairs)
-    async with contextlib.AsyncExitStack() as stack:
-        executor = ThreadPoolExecutor(settings.threads, thread_name_prefix="gateway-cpu")
-        stack.callback(executor.shutdown, wait=False, cancel_futures=True)
-        store: ObjectStore = await open_store(
-            settings.store,
-            endpoint_url=settings.s3_endpoint_url,
-            region=settings.s3_region,
-            path_style=settings.s3_path_style,
-            data_plane=settings.s3_data_plane,
-        )
-        stack.push_async_callback(store.close)
-        retrier = Retrier(
-            RetryPolicy(
-                max_attempts=settings.retry_max_attempts,
-                base_delay=settings.retry_base_delay_s,
-                max_delay=settings.retry_max_delay_s,
-                attempt_timeout=settings.retry_attempt_timeout_s,
-            )
-        )
-        reader = SegmentReader(
-            store,
-            retrier,
-            executor,
-            max_get_bytes=settings.max_get_bytes,
-            max_concurrent_gets=settings.max_concurrent_gets,
-        )
-        disk = None
-        if settings.chunk_cache_dir is not None:
-            disk = ChunkDiskTier(settings.chunk_cache_dir, settings.chunk_cache_disk_bytes)
-            kept = await asyncio.to_thread(disk.open)
-            log.info("chunk disk tier %s: %d chunks kept", settings.chunk_cache_dir, kept)
-        chunks = ChunkCache(
-            reader,
-            max_bytes=settings.chunk_cache_bytes,
-            readahead_bytes=settings.readahead_bytes,
-            disk=disk,
-            executor=executor,
-        )
-        index_dir = settings.index_cache_dir
-        source = SegmentSource(
-            reader,
-            keys,
-            key_prefix=settings.key_prefix,
-            executor=executor,
-            chunk_cache=chunks,
-            index_cache_bytes=settings.index_cache_bytes,
-            index_cache_dir=None if index_dir is None else str(index_dir),
-        )
-        await source.start()
-        stack.push_async_callback(source.aclose)
-        backend = (
-            MemoryBackend()
-            if settings.state_dir is None
-            else SQLiteBackend(settings.state_dir / STATE_DB)
-        )
-        rlmm = RemoteLogMetadataManager(backend)
-        stack.callback(rlmm.close)
-        service = GatewayService(rlmm, source, reader, retrier, executor)
-        scanner = BucketScanner(
-            store,
-            rlmm,
-            key_prefix=settings.key_prefix,
-            checkpoint_reader=checkpoint_reader(reader, keys),
-        )
-        service.scanner = scanner
-        service.claims_from(scanner)
-        tasks: list[asyncio.Task[None]] = []
-
-        async def background() -> None:
-            await _scan_until_ready(scanner, service)
-            if settings.rescan_interval_s > 0:
-                await asyncio.sleep(settings.rescan_interval_s)
-                await scanner.run_forever(settings.rescan_interval_s)
-
-        tasks.append(asyncio.create_task(background(), name="bucket-scan"))
-
-        async def stop() -> None:
-            for task in tasks:
-                task.cancel()
-            await asyncio.gather(*tasks, return_exceptions=True)
-
-        stack.push_async_callback(stop)
-        yield service
-
-
-__all__ = ["GatewayService", "ServiceSettings", "open_service"]
+__all__ = ["GatewayService"]

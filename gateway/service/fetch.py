@@ -29,6 +29,7 @@ from typing import Protocol
 
 from cachetools import LRUCache
 
+from gateway.cache.segments import SegmentSource
 from gateway.deadline import Deadline
 from gateway.errors import (
     CorruptDataError,
@@ -44,7 +45,6 @@ from gateway.metadata.manager import RemoteLogMetadataManager
 from gateway.metadata.model import RemoteLogSegmentMetadata, SegmentState, TopicIdPartition
 from gateway.read.framing import SegmentBounds, SegmentFramer
 from gateway.remote.keys import Suffix
-from gateway.service.segments import SegmentSource
 from gateway.service.types import FetchedBatches
 from indexcache import SegmentIndexes
 
@@ -213,8 +213,20 @@ class Fetcher:
         self, tp: TopicIdPartition, offset: int, max_bytes: int, deadline: Deadline
     ) -> tuple[list[SegmentRead], int]:
         """Batches from ``offset`` and the next offset to fetch (one past the last offset
-        considered). RLMM reads are SQLite calls and run off the event loop."""
-        meta: RemoteLogSegmentMetadata | None = await asyncio.to_thread(self._locate, tp, offset)
+        considered). RLMM reads are SQLite calls and run off the event loop.
+
+        At exactly the remote log end: no batches and ``offset`` itself, as Kafka answers a
+        fetch at the high watermark; past it, :class:`OffsetOutOfRangeError`."""
+        meta: RemoteLogSegmentMetadata | None
+        try:
+            meta = await asyncio.to_thread(self._locate, tp, offset)
+        except OffsetOutOfRangeError as exc:
+            if offset != exc.log_end_offset:
+                raise
+            _, end = await asyncio.to_thread(remote_bounds, self.rlmm, tp)
+            if offset != end:  # e.g. the tail is being deleted: not the end the answer says
+                raise
+            return [], offset
         reads: list[SegmentRead] = []
         budget, target, next_offset = max_bytes, offset, offset
         while meta is not None:

@@ -1,158 +1,131 @@
-"""Prometheus text exposition of the core's counters (remote GETs, bytes, retries, caches).
+"""The core's counters as a Prometheus collector: remote GETs, bytes, retries, caches, scans.
 
-Rendered from the counters the components already keep, at scrape time: no registry, no
-global state, one service per process or per test alike. The HTTP layer appends its own
-request histograms.
+:class:`CoreCollector` holds the components (not the service) and reads the counters they
+already keep at scrape time: no global registry, one service per process or per test alike.
+It emits no ``_created`` series. The HTTP layer registers it beside its own request metrics.
 """
 
 from __future__ import annotations
 
 from collections import Counter
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 
-from gateway.remote.reader import LATENCY_BUCKETS
+from prometheus_client.core import (
+    CounterMetricFamily,
+    GaugeMetricFamily,
+    HistogramMetricFamily,
+    Metric,
+)
+from prometheus_client.registry import Collector
 
-if TYPE_CHECKING:
-    from gateway.metadata.scan import BucketScanner
-    from gateway.service.core import GatewayService
+from gateway.cache.segments import SegmentSource
+from gateway.metadata.scan import BucketScanner
+from gateway.remote.reader import LATENCY_BUCKETS, ReadCounters
+from gateway.storage.retry import RetryCounters
+
+PREFIX = "tiered_gateway_"
+_RETRY_FIELDS = ("attempts", "retries", "timeouts", "deadline_exceeded", "failures")
+_CHUNK_FIELDS = ("hits", "misses", "loads", "load_failures", "evictions", "readahead_chunks")
+_DISK_FIELDS = ("hits", "misses", "evictions", "corrupt_removed", "write_failures")
+_INDEX_FIELDS = ("hits", "misses", "loads", "load_failures", "disk_hits", "evictions")
 
 
-def _metric(lines: list[str], name: str, kind: str, help_text: str, value: float) -> None:
-    lines.append(f"# HELP {name} {help_text}")
-    lines.append(f"# TYPE {name} {kind}")
-    lines.append(f"{name} {value}")
+def _counter(name: str, doc: str, value: float) -> CounterMetricFamily:
+    return CounterMetricFamily(PREFIX + name, doc, value=value)
 
 
-def render_metrics(service: GatewayService) -> bytes:
-    lines: list[str] = []
-    reads = service.reader.counters
-    m = "tiered_gateway_remote_get_seconds"
-    lines += [f"# HELP {m} Latency of ranged GETs to the store", f"# TYPE {m} histogram"]
-    # ReadCounters' buckets are already cumulative: each counts the GETs at or under its bound.
-    for bound, count in zip(LATENCY_BUCKETS, reads.get_latency_buckets, strict=True):
-        lines.append(f'{m}_bucket{{le="{bound}"}} {count}')
-    lines.append(f'{m}_bucket{{le="+Inf"}} {reads.gets}')
-    lines.append(f"{m}_sum {reads.get_seconds_total}")
-    lines.append(f"{m}_count {reads.gets}")
-    _metric(lines, "tiered_gateway_remote_gets_total", "counter", "GETs to the store", reads.gets)
-    _metric(
-        lines,
-        "tiered_gateway_remote_bytes_fetched_total",
-        "counter",
-        "Bytes downloaded from the store",
-        reads.bytes_fetched,
-    )
-    _metric(
-        lines,
-        "tiered_gateway_remote_bytes_returned_total",
-        "counter",
-        "Original segment bytes produced from downloads",
-        reads.bytes_returned,
-    )
-    amplification = reads.bytes_fetched / reads.bytes_returned if reads.bytes_returned else 0.0
-    _metric(
-        lines,
-        "tiered_gateway_download_amplification",
-        "gauge",
-        "Bytes fetched / bytes returned since start",
-        amplification,
-    )
-    _metric(
-        lines,
-        "tiered_gateway_chunks_decoded_total",
-        "counter",
-        "Chunks decrypted and decompressed",
-        reads.chunks_decoded,
-    )
-    retries = service.retrier.counters
-    for field in ("attempts", "retries", "timeouts", "deadline_exceeded", "failures"):
-        _metric(
-            lines,
-            f"tiered_gateway_store_{field}_total",
-            "counter",
-            f"Store operation {field.replace('_', ' ')}",
-            getattr(retries, field),
+def _gauge(name: str, doc: str, value: float) -> GaugeMetricFamily:
+    return GaugeMetricFamily(PREFIX + name, doc, value=value)
+
+
+def _fields(prefix: str, what: str, stats: object, fields: tuple[str, ...]) -> Iterator[Metric]:
+    for field in fields:
+        doc = f"{what} {field.replace('_', ' ')}"
+        yield _counter(f"{prefix}_{field}_total", doc, getattr(stats, field))
+
+
+@dataclass(frozen=True, slots=True)
+class CoreCollector(Collector):
+    """The counters of one service's components, read at each scrape."""
+
+    reads: ReadCounters
+    retries: RetryCounters
+    source: SegmentSource
+    scanner: BucketScanner
+    ready: Callable[[], bool]
+
+    def collect(self) -> Iterator[Metric]:
+        yield from self._reads()
+        yield from _fields("store", "Store operation", self.retries, _RETRY_FIELDS)
+        yield from self._caches()
+        yield _gauge("ready", "1 once the catalog is loaded", int(self.ready()))
+        yield from self._scans()
+
+    def _reads(self) -> Iterator[Metric]:
+        reads = self.reads
+        # ReadCounters' buckets are already cumulative: each counts the GETs at or under it.
+        buckets: list[tuple[str, float]] = [
+            (str(bound), count)
+            for bound, count in zip(LATENCY_BUCKETS, reads.get_latency_buckets, strict=True)
+        ]
+        buckets.append(("+Inf", reads.gets))
+        yield HistogramMetricFamily(
+            PREFIX + "remote_get_seconds",
+            "Latency of ranged GETs to the store",
+            buckets=buckets,
+            sum_value=reads.get_seconds_total,
         )
-    chunk = service.source.chunks.stats()
-    for field in ("hits", "misses", "loads", "load_failures", "evictions", "readahead_chunks"):
-        _metric(
-            lines,
-            f"tiered_gateway_chunk_cache_{field}_total",
-            "counter",
-            f"Decoded-chunk cache {field.replace('_', ' ')}",
-            getattr(chunk, field),
+        yield _counter("remote_gets", "GETs to the store", reads.gets)
+        yield _counter(
+            "remote_bytes_fetched", "Bytes downloaded from the store", reads.bytes_fetched
         )
-    _metric(lines, "tiered_gateway_chunk_cache_bytes", "gauge", "Bytes held", chunk.bytes_held)
-    disk = service.source.chunks.disk
-    if disk is not None:
-        held = disk.stats()
-        for field in ("hits", "misses", "evictions", "corrupt_removed", "write_failures"):
-            _metric(
-                lines,
-                f"tiered_gateway_chunk_disk_{field}_total",
-                "counter",
-                f"Decoded-chunk disk tier {field.replace('_', ' ')}",
-                getattr(held, field),
-            )
-        _metric(lines, "tiered_gateway_chunk_disk_bytes", "gauge", "Bytes on disk", held.bytes)
-    index = service.source.indexes_cache.stats()
-    for field in ("hits", "misses", "loads", "load_failures", "disk_hits", "evictions"):
-        _metric(
-            lines,
-            f"tiered_gateway_index_cache_{field}_total",
-            "counter",
-            f"Index cache {field.replace('_', ' ')}",
-            getattr(index, field),
+        yield _counter(
+            "remote_bytes_returned",
+            "Original segment bytes produced from downloads",
+            reads.bytes_returned,
         )
-    _metric(lines, "tiered_gateway_index_cache_bytes", "gauge", "Bytes held", index.bytes_held)
-    source = service.source
-    _metric(
-        lines,
-        "tiered_gateway_manifest_cache_hits_total",
-        "counter",
-        "Manifest cache hits",
-        source.manifest_hits,
-    )
-    _metric(
-        lines,
-        "tiered_gateway_manifest_cache_misses_total",
-        "counter",
-        "Manifest cache misses",
-        source.manifest_misses,
-    )
-    _metric(
-        lines,
-        "tiered_gateway_ready",
-        "gauge",
-        "1 once the catalog is loaded",
-        int(service.ready()),
-    )
-    scanner = service.scanner
-    if scanner is not None:
-        _scan_metrics(lines, scanner)
-    return ("\n".join(lines) + "\n").encode()
+        returned = reads.bytes_returned
+        yield _gauge(
+            "download_amplification",
+            "Bytes fetched / bytes returned since start",
+            reads.bytes_fetched / returned if returned else 0.0,
+        )
+        yield _counter("chunks_decoded", "Chunks decrypted and decompressed", reads.chunks_decoded)
 
+    def _caches(self) -> Iterator[Metric]:
+        source = self.source
+        chunk = source.chunks.stats()
+        yield from _fields("chunk_cache", "Decoded-chunk cache", chunk, _CHUNK_FIELDS)
+        yield _gauge("chunk_cache_bytes", "Bytes held", chunk.bytes_held)
+        disk = source.chunks.disk
+        if disk is not None:
+            held = disk.stats()
+            yield from _fields("chunk_disk", "Decoded-chunk disk tier", held, _DISK_FIELDS)
+            yield _gauge("chunk_disk_bytes", "Bytes on disk", held.bytes)
+        index = source.indexes_cache.stats()
+        yield from _fields("index_cache", "Index cache", index, _INDEX_FIELDS)
+        yield _gauge("index_cache_bytes", "Bytes held", index.bytes_held)
+        yield _counter("manifest_cache_hits", "Manifest cache hits", source.manifest_hits)
+        yield _counter("manifest_cache_misses", "Manifest cache misses", source.manifest_misses)
 
-def _scan_metrics(lines: list[str], scanner: BucketScanner) -> None:
-    """Bucket scans: passes done and aborted by store faults, and the manifests that cannot be
-    read (a gauge per topic and partition; no sample when there are none)."""
-    _metric(
-        lines,
-        "tiered_gateway_bucket_scans_total",
-        "counter",
-        "Bucket scans that completed",
-        scanner.counters.scans,
-    )
-    _metric(
-        lines,
-        "tiered_gateway_rescans_aborted_total",
-        "counter",
-        "Bucket scans aborted by a store fault (listing or read failed; catalog left as it was)",
-        scanner.counters.aborted,
-    )
-    m = "tiered_gateway_unreadable_manifests"
-    lines.append(f"# HELP {m} Listed .rsm-manifest objects that cannot be read, per partition")
-    lines.append(f"# TYPE {m} gauge")
-    per_partition = Counter((tp.topic, tp.partition) for tp, _ in scanner.unreadable_all())
-    for (topic, partition), count in sorted(per_partition.items()):
-        lines.append(f'{m}{{topic="{topic}",partition="{partition}"}} {count}')
+    def _scans(self) -> Iterator[Metric]:
+        """Bucket scans done and aborted by store faults, and the manifests that cannot be
+        read (a gauge per topic and partition; no sample when there are none)."""
+        counters = self.scanner.counters
+        yield _counter("bucket_scans", "Bucket scans that completed", counters.scans)
+        yield _counter(
+            "rescans_aborted",
+            "Bucket scans aborted by a store fault (listing or read failed; catalog left as "
+            "it was)",
+            counters.aborted,
+        )
+        unreadable = GaugeMetricFamily(
+            PREFIX + "unreadable_manifests",
+            "Listed .rsm-manifest objects that cannot be read, per partition",
+            labels=["topic", "partition"],
+        )
+        per_partition = Counter((tp.topic, tp.partition) for tp, _ in self.scanner.unreadable_all())
+        for (topic, partition), count in sorted(per_partition.items()):
+            unreadable.add_metric([topic, str(partition)], count)
+        yield unreadable

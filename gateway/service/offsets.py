@@ -19,6 +19,7 @@ from __future__ import annotations
 import asyncio
 from concurrent.futures import Executor
 
+from gateway.cache.segments import SegmentSource
 from gateway.deadline import Deadline
 from gateway.errors import CorruptManifestError
 from gateway.kafka.batch import RecordBatch
@@ -27,7 +28,6 @@ from gateway.metadata.model import RemoteLogSegmentMetadata, SegmentState, Topic
 from gateway.read.timesearch import TimestampHit, TimestampSearch
 from gateway.remote.keys import Suffix
 from gateway.service.fetch import Fetcher, remote_bounds, resolve
-from gateway.service.segments import SegmentSource
 from gateway.service.types import OffsetResult
 
 NOT_FOUND = OffsetResult(-1, -1, None)

@@ -10,13 +10,17 @@ Protocol. Every method raises only :class:`gateway.errors.GatewayError` subclass
 * a bad parameter: ``InvalidRequestError`` (400, ``parameter`` names it);
 * store faults after retries: ``StorageUnavailableError`` (503, retriable);
 * deadline passed: ``DeadlineExceededError`` (504); corrupt stored data: ``CorruptDataError``
-  subclasses (502), naming the object.
+  subclasses (502), naming the object;
+* an encrypted segment whose key pair id is not configured: ``KeyNotConfiguredError`` (500,
+  not retriable), naming the id and the ``--key-pair`` to add.
 """
 
 from __future__ import annotations
 
 import uuid
 from typing import Literal, Protocol
+
+from prometheus_client.registry import Collector
 
 from gateway.deadline import Deadline
 from gateway.service.types import (
@@ -35,6 +39,11 @@ OffsetSpec = int | Literal["earliest", "latest", "max_timestamp"]
 class Service(Protocol):
     def ready(self) -> bool:
         """The catalog has been loaded at least once."""
+        ...
+
+    async def wait_ready(self) -> None:
+        """Return once the first bucket scan has completed; ``NotReadyError`` if the service
+        closes first."""
         ...
 
     def readiness(self) -> Readiness:
@@ -76,6 +85,11 @@ class Service(Protocol):
         self, topic: str, partition: int, spec: OffsetSpec, deadline: Deadline
     ) -> OffsetResult: ...
 
-    def metrics_text(self) -> bytes:
-        """Prometheus exposition of the core's counters (GETs, bytes, retries, caches)."""
+    async def catalog_topics(self) -> frozenset[str]:
+        """The topic names in the catalog as of the last completed scan (none before it)."""
+        ...
+
+    @property
+    def collector(self) -> Collector:
+        """The core's counters (GETs, bytes, retries, caches, scans) for Prometheus."""
         ...

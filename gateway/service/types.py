@@ -11,8 +11,19 @@ from gateway.read.txn import AbortedTransaction as AbortedTransaction  # noqa: P
 
 
 class IsolationLevel(StrEnum):
+    """Kafka's isolation levels; parsed in any case (``READ_COMMITTED`` as Kafka spells it)."""
+
     READ_UNCOMMITTED = "read_uncommitted"
     READ_COMMITTED = "read_committed"
+
+    @classmethod
+    def _missing_(cls, value: object) -> IsolationLevel | None:
+        if isinstance(value, str):
+            lowered = value.lower()
+            for level in cls:
+                if level.value == lowered:
+                    return level
+        return None
 
 
 @dataclass(frozen=True, slots=True)
@@ -38,6 +49,10 @@ class SegmentInfo:
     event_timestamp_ms: int
     leader_epochs: tuple[tuple[int, int], ...]
     txn_index_empty: bool
+    # A finished upload no leader epoch maps any more (a later upload of its offsets took its
+    # place): reads never reach it. ``displaced_by``: the segment reads reach at its start.
+    displaced: bool = False
+    displaced_by: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -11,10 +11,7 @@ the remote log start, ``latest`` one past the highest remote offset, an offset i
 then the time index, the offset index and a record scan; ``remote-read-semantics.md`` §12.2).
 A starting timestamp with no record at or after it fails the read unless
 ``startingOffsetsByTimestampStrategy=latest``; an ending one means latest. The timestamp search
-is the service's: indexes checked against the metadata, the segment framed strictly from the
-offset-index floor, the time index entry checked against the batches it points at
-(:class:`~gateway.read.timesearch.TimestampSearch`), and a segment passed over for its
-``maxTimestampMs`` must not hold the timestamp by its time index.
+(the service's) is :mod:`gateway.spark.timestamps`.
 
 The lineage walk never hops over a hole silently: the next segment must start at or before the
 previous one's ``endOffset + 1``. With ``failOnDataLoss=true`` (the default, as in Spark's
@@ -26,47 +23,30 @@ walk there (a marker followed into it fails the task the same way). With
 scan could not read also claims what lies before the remote log start or after its end (a read
 from the start or to the end), a whole partition, or the segments a timestamp search passes
 over: :class:`~gateway.errors.CorruptManifestError` naming it, or a warning with
-``failOnDataLoss=false``. (A ``catalog`` records no unreadable manifests: only its holes show.)
+``failOnDataLoss=false`` (:mod:`gateway.spark.dataloss`). (A ``catalog`` records no unreadable
+manifests: only its holes show.)
 """
 
 from __future__ import annotations
 
 import asyncio
-import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from gateway.errors import (
-    ConfigurationError,
-    CorruptManifestError,
-    RemoteGapError,
-    UnknownTopicOrPartitionError,
-)
+from gateway.errors import ConfigurationError, UnknownTopicOrPartitionError
 from gateway.metadata.manager import RemoteLogMetadataManager
 from gateway.metadata.model import RemoteLogSegmentMetadata, TopicIdPartition
-from gateway.read.framing import SegmentFramer
-from gateway.read.timesearch import TimestampSearch
-from gateway.remote.keys import ObjectKey, Suffix
 from gateway.service.fetch import Claim, remote_bounds, resolve
-from gateway.service.offsets import timestamp_segment
 from gateway.service.types import IsolationLevel
+from gateway.spark.dataloss import hole, lost
 from gateway.spark.options import Bound, BoundKind, ReadOptions
-from gateway.spark.plan import SegmentRef, Split, plan_partition
-from gateway.spark.read import (
-    ReadContext,
-    TxnChain,
-    frame,
-    offset_index,
-    open_segment,
-    sync_reader,
-    time_index,
-)
+from gateway.spark.plan import Split, plan_partition, segment_ref
+from gateway.spark.segments import ReadContext, TxnChain
+from gateway.spark.timestamps import offset_for_timestamp
 
 Claims = Mapping[TopicIdPartition, Sequence[Claim]]
 """Manifests the bucket scan could not read, by partition: their offsets stay claimed."""
-
-log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,46 +74,16 @@ def context_of(opts: ReadOptions) -> ReadContext:
     )
 
 
-async def _scan(opts: ReadOptions, rlmm: RemoteLogMetadataManager) -> Claims:
-    from concurrent.futures import ThreadPoolExecutor  # noqa: PLC0415
-
-    from gateway.metadata.scan import BucketScanner, checkpoint_reader  # noqa: PLC0415
-    from gateway.remote.keyring import KeyRing  # noqa: PLC0415
-    from gateway.remote.reader import SegmentReader  # noqa: PLC0415
-    from gateway.storage.factory import open_store  # noqa: PLC0415
-    from gateway.storage.retry import Retrier, RetryPolicy  # noqa: PLC0415
-
-    spec = opts.store
-    store = await open_store(
-        spec.url, endpoint_url=spec.endpoint_url, region=spec.region, path_style=spec.path_style
-    )
-    try:
-        with ThreadPoolExecutor(2, thread_name_prefix="plan") as pool:
-            reader = SegmentReader(store, Retrier(RetryPolicy()), pool)
-            scanner = BucketScanner(
-                store,
-                rlmm,
-                key_prefix=opts.key_prefix,
-                checkpoint_reader=checkpoint_reader(reader, KeyRing.from_specs(opts.key_pairs)),
-            )
-            report = await scanner.scan()
-    finally:
-        await store.close()
-    for key, reason in sorted(report.skipped.items()):
-        log.warning("bucket scan skipped %s: %s", key, reason)
-    claims: dict[TopicIdPartition, list[Claim]] = {}
-    for tp, unreadable in scanner.unreadable_all():
-        claims.setdefault(tp, []).append(unreadable)
-    return claims
-
-
 def load_metadata(opts: ReadOptions) -> RemoteLogMetadataManager:
     """The RLMM of the read: the catalog when one is given, else a scan of the bucket."""
     return _load(opts)[0]
 
 
 def _load(opts: ReadOptions) -> tuple[RemoteLogMetadataManager, Claims]:
-    """The RLMM and the unreadable manifests the scan found (none known from a catalog)."""
+    """The RLMM and the unreadable manifests the scan found (none known from a catalog). A
+    scan that finds no manifest under the prefix raises
+    :class:`UnknownTopicOrPartitionError` with the diagnosis of the scope."""
+    from gateway.metadata.bucket import scan_bucket  # noqa: PLC0415
     from gateway.metadata.open import open_manager  # noqa: PLC0415
 
     if opts.catalog is not None:
@@ -142,32 +92,21 @@ def _load(opts: ReadOptions) -> tuple[RemoteLogMetadataManager, Claims]:
             raise ConfigurationError(f"option catalog={opts.catalog!r}: not a directory")
         return open_manager(path), {}
     rlmm = open_manager(None)
+    spec = opts.store
     try:
-        claims = asyncio.run(_scan(opts, rlmm))
+        scan = asyncio.run(
+            scan_bucket(
+                rlmm, spec.url, key_prefix=opts.key_prefix, key_pairs=opts.key_pairs,
+                endpoint_url=spec.endpoint_url, region=spec.region, path_style=spec.path_style,
+            )
+        )  # fmt: skip
     except BaseException:
         rlmm.close()
         raise
-    return rlmm, claims
-
-
-def object_key(meta: RemoteLogSegmentMetadata, key_prefix: str, suffix: Suffix) -> str:
-    tp = meta.partition
-    return ObjectKey(
-        key_prefix, tp.topic, tp.topic_id, tp.partition, meta.start_offset,
-        meta.segment_id.id, suffix,
-    ).key  # fmt: skip
-
-
-def segment_ref(meta: RemoteLogSegmentMetadata, key_prefix: str, walk: int) -> SegmentRef:
-    return SegmentRef(
-        object_key(meta, key_prefix, Suffix.LOG),
-        meta.start_offset,
-        meta.end_offset,
-        meta.segment_size_in_bytes,
-        meta.txn_index_empty,
-        walk,
-        tuple(sorted(meta.segment_leader_epochs, key=lambda e: e[1])),
-    )
+    if not scan.report.manifests:  # a wrong keyPrefix: say what lies around it
+        rlmm.close()
+        raise UnknownTopicOrPartitionError(f"topic {opts.topic!r}: {scan.report.scope_warning}")
+    return rlmm, scan.claims()
 
 
 @dataclass(frozen=True, slots=True)
@@ -177,22 +116,6 @@ class Walk:
 
     segments: list[tuple[RemoteLogSegmentMetadata, int, int]] = field(default_factory=list)
     gap: tuple[int, int] | None = None
-
-
-def _hole(tp: TopicIdPartition, lo: int, hi: int, claims: Sequence[Claim], *, fail: bool) -> None:
-    """Offsets ``lo..hi`` are held by no readable segment: fail, or warn and skip them."""
-    where = f"{tp.topic}-{tp.partition}"
-    message = f"no remote segment of {where} holds offsets {lo}..{hi}: the metadata has a hole"
-    lost = [c for c in claims if lo <= c.start_offset <= hi]
-    if lost:
-        message += "; " + "; ".join(
-            f"the manifest {c.key} of the segment from offset {c.start_offset} cannot be read "
-            f"({c.reason})"
-            for c in lost
-        )
-    if fail:
-        raise RemoteGapError(f"{message} (failOnDataLoss=false skips it)", lo, hi)
-    log.warning("%s: skipped (failOnDataLoss=false)", message)
 
 
 def walk_segments(
@@ -218,7 +141,7 @@ def walk_segments(
         if meta.start_offset > target:
             if target >= until and fail_on_data_loss:
                 return Walk(walk.segments, (target, meta.start_offset - 1))
-            _hole(tp, target, meta.start_offset - 1, claims, fail=fail_on_data_loss)
+            hole(tp, target, meta.start_offset - 1, claims, fail=fail_on_data_loss)
         hi = meta.end_offset + 1
         if hi > target:
             walk.segments.append((meta, max(target, meta.start_offset), hi))
@@ -226,63 +149,8 @@ def walk_segments(
         query = max(query, meta.end_offset) + 1  # always forward
         meta = resolve(rlmm, tp, query)
     if target < until:  # the segments end before the remote log's end
-        _hole(tp, target, until - 1, claims, fail=fail_on_data_loss)
+        hole(tp, target, until - 1, claims, fail=fail_on_data_loss)
     return walk
-
-
-def _check_skipped(ctx: ReadContext, meta: RemoteLogSegmentMetadata | None, timestamp: int) -> None:
-    """A segment passed over because its metadata's max timestamp is below ``timestamp`` must
-    hold no such timestamp: its time index's last entry (its largest timestamp) says so; else
-    the metadata is corrupt (as the service's ``OffsetFinder``)."""
-    if meta is None or meta.max_timestamp_ms >= timestamp:
-        return
-    ref = segment_ref(meta, ctx.key_prefix, 0)
-    last = time_index(sync_reader(ctx), open_segment(ctx, ref), ref).last_entry()
-    if last.timestamp >= timestamp:
-        raise CorruptManifestError(
-            f"{object_key(meta, ctx.key_prefix, Suffix.MANIFEST)}: maxTimestampMs is "
-            f"{meta.max_timestamp_ms}, but the segment's time index holds timestamp "
-            f"{last.timestamp} at offset {last.offset}"
-        )
-
-
-def offset_for_timestamp(
-    rlmm: RemoteLogMetadataManager,
-    tp: TopicIdPartition,
-    timestamp: int,
-    ctx: ReadContext,
-    *,
-    claims: Sequence[Claim] = (),
-    fail_on_data_loss: bool = True,
-) -> int | None:
-    """``findOffsetByTimestamp`` on the remote tier (None: no record at or after it). A search
-    that passes over a segment whose manifest cannot be read (``claims``) cannot know the
-    answer was not in it: an error, or a warning without ``fail_on_data_loss``."""
-    picked = timestamp_segment(rlmm, tp, timestamp)
-    where = f"partition {tp.partition} of {tp.topic}: timestamp {timestamp}"
-    passed = [c for c in claims if picked is None or c.start_offset < picked[0].start_offset]
-    if passed:
-        _lost(fail_on_data_loss, f"{where}: the answer may be in an unreadable segment", passed)
-    if picked is None:
-        _, end = remote_bounds(rlmm, tp)
-        _check_skipped(ctx, resolve(rlmm, tp, end - 1) if end > 0 else None, timestamp)
-        return None
-    meta, start = picked
-    if meta.start_offset > start:
-        _check_skipped(ctx, resolve(rlmm, tp, meta.start_offset - 1), timestamp)
-    ref = segment_ref(meta, ctx.key_prefix, 0)
-    reader = sync_reader(ctx)
-    segment = open_segment(ctx, ref)
-    entry = time_index(reader, segment, ref).lookup(timestamp)
-    floor = offset_index(reader, segment, ref).lookup(max(start, entry.offset, ref.start_offset))
-    framer = SegmentFramer(ref.bounds, floor.position, floor.offset)
-    search = TimestampSearch(ref.key, timestamp, start, entry, from_segment_start=framer.start == 0)
-    for batch in frame(reader, segment, framer, ref.size):
-        hit = search.add(batch)
-        if hit is not None:
-            return hit.offset
-    search.finish(meta.max_timestamp_ms, meta.start_offset)
-    return None
 
 
 def _resolve(
@@ -330,7 +198,7 @@ def _partitions(
     asked = sorted(claimed) if opts.partitions is None else opts.partitions
     for p in asked:
         if p in claimed:
-            _lost(
+            lost(
                 opts.fail_on_data_loss,
                 f"partition {p} of {opts.topic} has no readable segment",
                 claimed[p],
@@ -343,18 +211,6 @@ def _partitions(
             f"topic {opts.topic!r} has no remote data for partitions {missing}"
         )
     return [known[p] for p in opts.partitions if p in known]
-
-
-def _lost(fail: bool, what: str, claims: Sequence[Claim]) -> None:
-    """Records the read would include are in segments whose manifests cannot be read."""
-    message = f"{what}: " + "; ".join(
-        f"the manifest {c.key} of the segment from offset {c.start_offset} cannot be read "
-        f"({c.reason})"
-        for c in claims
-    )
-    if fail:
-        raise CorruptManifestError(f"{message} (failOnDataLoss=false skips it)")
-    log.warning("%s: skipped (failOnDataLoss=false)", message)
 
 
 def _check_ends(
@@ -372,12 +228,12 @@ def _check_ends(
     where = f"partition {tp.partition} of {opts.topic}"
     before = [c for c in claims if c.start_offset < start]
     if before and lo == start:
-        _lost(
+        lost(
             opts.fail_on_data_loss, f"{where}: offsets before the remote log start {start}", before
         )
     after = [c for c in claims if c.start_offset >= end]
     if after and hi == end:
-        _lost(opts.fail_on_data_loss, f"{where}: offsets after the remote log end {end}", after)
+        lost(opts.fail_on_data_loss, f"{where}: offsets after the remote log end {end}", after)
 
 
 def build_plan(

@@ -30,6 +30,8 @@ from typing import Any, Final
 import numba
 import numpy as np
 
+from gateway.kafka.ints import INT32_MAX
+
 OK: Final = 0
 BAD_RECORD: Final = 1  # malformed bytes: the reference decoder says exactly what
 NO_ROOM: Final = 2  # more records or headers than the declared counts allow
@@ -37,7 +39,7 @@ MIN_RECORD_BYTES: Final = 7  # length, attributes, 2 deltas, key, value, header 
 
 _INT64_LOW_63: Final = 0x7FFFFFFFFFFFFFFF
 _MAX_MS: Final = _INT64_LOW_63 // 1000
-_INT32_MAX: Final = (1 << 31) - 1
+_INT32_MAX: Final = INT32_MAX
 
 Array = Any  # numpy arrays; numba needs the concrete dtypes documented per argument
 

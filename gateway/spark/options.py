@@ -50,7 +50,7 @@ from enum import StrEnum
 from typing import Final
 
 from gateway.errors import ConfigurationError
-from gateway.remote.keys import parse_topic_id
+from gateway.kafka.uuids import parse_topic_id
 from gateway.service.types import IsolationLevel
 from gateway.storage.sync import SyncStoreSpec
 

@@ -28,7 +28,9 @@ from dataclasses import dataclass
 
 from gateway.errors import CorruptIndexError
 from gateway.kafka.offset_index import OffsetIndex
+from gateway.metadata.model import RemoteLogSegmentMetadata
 from gateway.read.framing import SegmentBounds
+from gateway.remote.keys import Suffix, segment_key
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,6 +50,24 @@ class SegmentRef:
         """What the metadata promises about the segment, for :class:`~gateway.read.framing.
         SegmentFramer`."""
         return SegmentBounds(self.key, self.start_offset, self.end_offset, self.size, self.epochs)
+
+
+def object_key(meta: RemoteLogSegmentMetadata, key_prefix: str, suffix: Suffix) -> str:
+    """The key of ``meta``'s object ``suffix`` under ``key_prefix``."""
+    return segment_key(key_prefix, meta, suffix).key
+
+
+def segment_ref(meta: RemoteLogSegmentMetadata, key_prefix: str, walk: int) -> SegmentRef:
+    """The :class:`SegmentRef` of finished segment ``meta``, ``walk``-th of its lineage walk."""
+    return SegmentRef(
+        object_key(meta, key_prefix, Suffix.LOG),
+        meta.start_offset,
+        meta.end_offset,
+        meta.segment_size_in_bytes,
+        meta.txn_index_empty,
+        walk,
+        tuple(sorted(meta.segment_leader_epochs, key=lambda e: e[1])),
+    )
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,11 +1,9 @@
 """Executor side: one split's records as Arrow record batches (no pyspark imported here).
 
-Per split: the segment's manifest (and the RSA unwrap of its data key when it is encrypted),
-its offset index only when the split is part of a segment (:func:`~gateway.spark.plan.
-split_byte_range`), checked against the segment's metadata before it is used
-(:func:`indexcache.validate.check_offset_index`), then the split's bytes through
-:class:`~gateway.remote.sync_reader.SyncSegmentReader` (coalesced ranged GETs, detransform),
-framed strictly by :class:`~gateway.read.framing.SegmentFramer`, the service's framer: no
+Per split: the segment (:mod:`gateway.spark.segments`: its manifest, the RSA unwrap of its data
+key when it is encrypted), its offset index only when the split is part of a segment
+(:func:`~gateway.spark.plan.split_byte_range`), checked against the segment's metadata before it
+is used, then the split's bytes framed strictly (:func:`~gateway.spark.segments.frame`): no
 truncated tail, contiguous offsets inside the segment's range, the leader epoch of every batch
 by the segment's map, the offset-index entry a split starts from. A split that reads to the end
 of its segment gets the end checks (no bytes left over, the last batch ends at ``endOffset``);
@@ -39,147 +37,37 @@ yielded as Arrow batches of at most ``max_rows`` rows.
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Any, Final
+from typing import Final
 
 import pyarrow as pa
 
 from gateway.errors import (
     CorruptDataError,
     CorruptIndexError,
-    CorruptManifestError,
-    CorruptRecordError,
     RemoteGapError,
     TransactionPendingError,
     add_context,
 )
 from gateway.kafka.batch import HEADER_SIZE, RecordBatch
-from gateway.kafka.offset_index import OffsetIndex
-from gateway.kafka.time_index import TimeIndex
-from gateway.kafka.txn_index import TransactionIndex
 from gateway.read.framing import SegmentFramer
 from gateway.read.txn import AbortedFilter, MarkerLedger, check_verdicts
-from gateway.remote.keyring import KeyRing
-from gateway.remote.keys import Suffix, parse_object_key
-from gateway.remote.manifest import IndexType, parse_manifest
-from gateway.remote.reader import RemoteSegment
 from gateway.remote.sync_reader import SyncSegmentReader
 from gateway.service.types import AbortedTransaction, IsolationLevel
 from gateway.spark.columns import FastColumns
 from gateway.spark.plan import SegmentRef, Split, region, split_byte_range, start_entry
-from gateway.storage.sync import SyncObjectStore, SyncStoreSpec
-from indexcache.validate import check_offset_index, check_time_index, check_txn_index
+from gateway.spark.segments import (
+    ReadContext,
+    TxnChain,
+    frame,
+    offset_index,
+    open_segment,
+    sync_reader,
+    txn_index,
+)
 
 MAX_GROUP_BYTES: Final = 64 << 20  # records bytes decoded in one pass (int32 Arrow offsets)
-_OFFSET_BYTES: Final = 8  # a batch's baseOffset, the first field of its header
-
-
-@dataclass(frozen=True, slots=True)
-class TxnChain:
-    """A partition's lineage walk as read_committed needs it: every segment from the first one
-    the read touches to the end of the remote tier, or to a hole in the lineage (``gap``, the
-    missing offsets, inclusive) when the read may not hop over holes."""
-
-    partition: int
-    refs: tuple[SegmentRef, ...]
-    gap: tuple[int, int] | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class ReadContext:
-    """What every task of one read shares (small and picklable)."""
-
-    store: SyncStoreSpec
-    key_prefix: str
-    key_pairs: tuple[str, ...]
-    include_headers: bool
-    isolation: IsolationLevel
-    max_rows: int
-    txn_chains: tuple[TxnChain, ...] = ()
-
-    def txn_chain(self, partition: int) -> TxnChain | None:
-        for chain in self.txn_chains:
-            if chain.partition == partition:
-                return chain
-        return None
-
-
-# Per executor process (Python workers are reused across tasks): one store client per spec,
-# one parsed key ring, and the last few opened segments, so the RSA unwrap of a segment's data
-# key runs once per process, not once per split of the segment.
-@functools.lru_cache(maxsize=4)
-def _store(spec: SyncStoreSpec) -> SyncObjectStore:
-    return spec.open()
-
-
-@functools.lru_cache(maxsize=4)
-def _keyring(pairs: tuple[str, ...]) -> KeyRing:
-    return KeyRing.from_specs(pairs)
-
-
-@functools.lru_cache(maxsize=16)
-def _open_segment(spec: SyncStoreSpec, pairs: tuple[str, ...], key: str, prefix: str) -> Any:
-    reader = SyncSegmentReader(_store(spec))
-    log_key = parse_object_key(key, prefix)
-    manifest_key = log_key.with_suffix(Suffix.MANIFEST)
-    manifest = parse_manifest(reader.get_object(manifest_key.key), manifest_key.key)
-    return RemoteSegment.open(log_key, manifest, _keyring(pairs))
-
-
-def sync_reader(ctx: ReadContext) -> SyncSegmentReader:
-    """A reader over this process's client of the read's store."""
-    return SyncSegmentReader(_store(ctx.store))
-
-
-def open_segment(ctx: ReadContext, ref: SegmentRef) -> RemoteSegment:
-    """The segment of ``ref``; its manifest must give the size the metadata gives."""
-    segment: RemoteSegment = _open_segment(ctx.store, ctx.key_pairs, ref.key, ctx.key_prefix)
-    if segment.size != ref.size:
-        raise CorruptManifestError(
-            f"{ref.key}: the manifest says {segment.size} bytes, the segment metadata {ref.size}"
-        )
-    return segment
-
-
-def _index_error(segment: RemoteSegment, exc: CorruptDataError) -> CorruptDataError:
-    return add_context(exc, segment.key.with_suffix(Suffix.INDEXES).key)
-
-
-def offset_index(reader: SyncSegmentReader, segment: RemoteSegment, ref: SegmentRef) -> OffsetIndex:
-    """The segment's offset index, checked against its metadata before it is trusted."""
-    data = reader.read_index_piece(segment, IndexType.OFFSET) or b""
-    try:
-        index = OffsetIndex(data, ref.start_offset)
-        check_offset_index(index, ref.end_offset, ref.size)
-    except CorruptDataError as exc:
-        raise _index_error(segment, exc) from exc
-    return index
-
-
-def time_index(reader: SyncSegmentReader, segment: RemoteSegment, ref: SegmentRef) -> TimeIndex:
-    """The segment's time index, checked against its metadata before it is trusted."""
-    data = reader.read_index_piece(segment, IndexType.TIMESTAMP) or b""
-    try:
-        index = TimeIndex(data, ref.start_offset)
-        check_time_index(index, ref.end_offset)
-    except CorruptDataError as exc:
-        raise _index_error(segment, exc) from exc
-    return index
-
-
-def txn_index(
-    reader: SyncSegmentReader, segment: RemoteSegment, ref: SegmentRef
-) -> TransactionIndex:
-    """The segment's transaction index, checked against its metadata."""
-    data = reader.read_index_piece(segment, IndexType.TRANSACTION) or b""
-    try:
-        index = TransactionIndex(data, ref.start_offset)
-        check_txn_index(index, ref.end_offset)
-    except CorruptDataError as exc:
-        raise _index_error(segment, exc) from exc
-    return index
 
 
 def _chain_from(ctx: ReadContext, split: Split) -> tuple[tuple[SegmentRef, ...], TxnChain | None]:
@@ -209,63 +97,6 @@ def aborted_transactions(
         if result.is_complete:
             break
     return [AbortedTransaction(pid, first) for pid, first in sorted(found, key=lambda t: t[1])]
-
-
-def frame(
-    reader: SyncSegmentReader,
-    segment: RemoteSegment,
-    framer: SegmentFramer,
-    end: int,
-    *,
-    check_next: bool = True,
-) -> Iterator[RecordBatch]:
-    """The batches of bytes ``[framer.cursor, end)`` of ``segment``, framed (and checked) by
-    ``framer`` across GET borders.
-
-    Read to the segment's end, the framer's end checks run. Ending before it (at an
-    offset-index position), the last batch must end exactly at ``end``; with ``check_next``,
-    the batch starting there must continue the offsets (its base offset, outside the CRC, is
-    read from the 8 bytes after ``end``). Errors name the object and the byte the read started
-    at."""
-    ref = framer.bounds
-    key, size = ref.key, ref.size
-    start = framer.cursor
-    inside = end < size
-    stop = min(end + _OFFSET_BYTES, size) if inside and check_next else end
-    tail = b""
-    framed_to = start  # the end of the last whole batch
-    try:
-        for piece in reader.iter_range(segment, start, stop):
-            take = end - framer.cursor
-            if len(piece) > take:
-                tail += bytes(piece[take:])
-            for batch in framer.feed(piece[:take]):
-                framed_to = batch.position + batch.size_in_bytes
-                yield batch
-        if not inside:
-            framer.finish()
-            return
-        if framer.cursor != end:
-            raise CorruptDataError(f"{key}: the read ended at byte {framer.cursor} of {end}")
-        if framed_to != end:
-            raise CorruptRecordError(
-                f"{key}: record batch at byte {framed_to} runs past byte {end}, the "
-                "offset-index position where this read ends"
-            )
-        if check_next:
-            if len(tail) < _OFFSET_BYTES:
-                raise CorruptDataError(f"{key}: no batch at byte {end} of {size}")
-            following = int.from_bytes(tail[:_OFFSET_BYTES], "big", signed=True)
-            if following != framer.last_offset + 1:
-                raise CorruptRecordError(
-                    f"{key}: record batch at byte {end} starts at offset {following}; the "
-                    f"batch before it ended at {framer.last_offset} (offsets in a segment are "
-                    "contiguous)"
-                )
-    except CorruptDataError as exc:
-        if not str(exc).startswith(key):  # the type and its fields stay (FramingError.rule)
-            add_context(exc, f"{key} (read from byte {start})")
-        raise
 
 
 @dataclass(slots=True)

@@ -33,7 +33,8 @@ import pyarrow.parquet as pq
 
 from gateway.errors import ConfigurationError
 from gateway.spark.plan import Split
-from gateway.spark.read import ReadContext, read_split
+from gateway.spark.read import read_split
+from gateway.spark.segments import ReadContext
 
 PARTITION_COLUMNS: Final = ("topic", "partition")
 TEMP_MARK: Final = ".tmp-"

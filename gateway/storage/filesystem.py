@@ -11,27 +11,19 @@ in worker threads; the event loop only awaits.
 from __future__ import annotations
 
 import asyncio
-import errno
 import os
 import uuid
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Final, TypeVar
 
-from gateway.errors import (
-    ConfigurationError,
-    GatewayError,
-    InvalidKeyError,
-    ObjectNotFoundError,
-    StorageError,
-    StorageUnavailableError,
-)
+from gateway.errors import ConfigurationError, InvalidKeyError, StorageError
 from gateway.storage.base import ObjectInfo
+from gateway.storage.translate import map_exceptions
 
 T = TypeVar("T")
 
 TMP_PREFIX: Final = ".tiered-gateway-tmp-"
-_TRANSIENT: Final = frozenset({errno.EIO, errno.EAGAIN, errno.EINTR, errno.ETIMEDOUT})
 
 
 def key_path(root: Path, key: str) -> Path:
@@ -102,17 +94,6 @@ def _require_root(root: Path) -> None:
         raise StorageError(f"store root {str(root)!r} is not a directory (not mounted, moved?)")
 
 
-def translate_os_error(key: str, exc: OSError) -> GatewayError:
-    """An ``OSError`` from reading or writing ``key`` as a storage-tree error."""
-    if isinstance(exc, (FileNotFoundError, IsADirectoryError, NotADirectoryError)):
-        return ObjectNotFoundError(f"object {key!r} not found")
-    if isinstance(exc, PermissionError):
-        return ConfigurationError(f"access denied to object {key!r}: {exc.strerror}")
-    if exc.errno in _TRANSIENT:
-        return StorageUnavailableError(f"reading {key!r}: {exc.strerror}")
-    return StorageError(f"object {key!r}: {exc.strerror}")
-
-
 class FilesystemStore:
     """An :class:`~gateway.storage.base.ObjectStore` over a local directory."""
 
@@ -137,10 +118,8 @@ class FilesystemStore:
 
     @staticmethod
     async def _run(key: str, fn: Callable[[], T]) -> T:
-        try:
+        with map_exceptions(key, store="filesystem"):
             return await asyncio.to_thread(fn)
-        except OSError as exc:
-            raise translate_os_error(key, exc) from exc
 
     # --- the protocol --------------------------------------------------------------------
 

@@ -1,10 +1,12 @@
 """The S3 store (``s3://bucket``): aioboto3, one pooled client per store (per process).
 
 botocore's own retries are off: retries happen in :mod:`gateway.storage.retry`, inside the
-request's deadline. Every failure is translated at this boundary by the one S3 error table in
+request's deadline. Every failure is translated at this boundary
+(:func:`gateway.storage.translate.map_exceptions`) by the one S3 error table in
 :mod:`gateway.storage.s3_errors`, from structured error codes (never message text) into the
-:mod:`gateway.errors` storage tree. Credentials come from the usual AWS sources (environment,
-profile, instance role).
+:mod:`gateway.errors` storage tree; a fault that never reached S3 names the endpoint. Credentials
+come from the usual AWS sources (environment, profile, instance role), resolved once at
+:meth:`S3Store.open`: none found is a :class:`~gateway.errors.ConfigurationError` there.
 
 The data plane (``get``, ``get_range``) stays on aioboto3 by default: in
 ``tests/bench/bench_s3.py`` its ranged GETs beat the httpx + SigV4 client of
@@ -24,10 +26,11 @@ import aioboto3
 import botocore.exceptions
 from aiobotocore.config import AioConfig
 
-from gateway.errors import GatewayError, StorageError, StorageUnavailableError
+from gateway.errors import ConfigurationError, StorageError, StorageUnavailableError
 from gateway.storage.base import ObjectInfo
-from gateway.storage.s3_errors import translate
+from gateway.storage.s3_errors import NO_CREDENTIALS, translate
 from gateway.storage.s3_http import HttpOptions, S3HttpReader, SessionCredentials
+from gateway.storage.translate import map_exceptions
 
 __all__ = ["S3Options", "S3Store", "translate"]
 
@@ -52,6 +55,7 @@ class S3Store:
         self._stack = contextlib.AsyncExitStack()
         self._client: Any = None
         self._http: S3HttpReader | None = None
+        self._endpoint = options.endpoint_url  # the one in use once open
 
     def __repr__(self) -> str:
         return f"S3Store(bucket={self._options.bucket!r}, endpoint={self._options.endpoint_url!r})"
@@ -62,13 +66,28 @@ class S3Store:
             s3={"addressing_style": "path" if self._options.path_style else "auto"},
             max_pool_connections=self._options.max_pool_connections,
         )
-        session = aioboto3.Session()
         try:
+            session = await self._session()
             await self._open_clients(session, config)
         except BaseException:
             await self.close()
             raise
         return self
+
+    async def _session(self) -> Any:
+        """A session that has walked the AWS credential chain once, now: without credentials
+        the store is refused at open with every source named, instead of failing (after the
+        instance-metadata probe's timeouts) at the first request. The session keeps what it
+        found, for the clients and their refreshes."""
+        where = f"s3://{self._options.bucket}" + (
+            f" at endpoint {self._options.endpoint_url}" if self._options.endpoint_url else ""
+        )
+        with map_exceptions(f"open {where}", store="s3", endpoint=self._options.endpoint_url):
+            session = aioboto3.Session()
+            credentials = await session.get_credentials()
+        if credentials is None:
+            raise ConfigurationError(f"{where}: {NO_CREDENTIALS}")
+        return session
 
     async def _open_clients(self, session: Any, config: AioConfig) -> None:
         self._client = await self._stack.enter_async_context(
@@ -79,6 +98,7 @@ class S3Store:
                 config=config,
             )
         )
+        self._endpoint = self._client.meta.endpoint_url
         if self._options.data_plane == "httpx":
             meta = self._client.meta
             self._http = S3HttpReader(
@@ -101,12 +121,8 @@ class S3Store:
     async def _call(self, what: str, fn: Callable[[], Awaitable[T]]) -> T:
         if self._client is None:
             raise StorageError(f"{self!r} is not open")
-        try:
+        with map_exceptions(what, store="s3", endpoint=self._endpoint):
             return await fn()
-        except GatewayError:
-            raise
-        except Exception as exc:
-            raise translate(exc, what) from exc
 
     async def get_range(self, key: str, start: int, end: int) -> bytes:
         if start < 0 or end < start:
@@ -166,14 +182,10 @@ class S3Store:
             raise StorageError(f"{self!r} is not open")
         paginator = self._client.get_paginator("list_objects_v2")
         pages = paginator.paginate(Bucket=self._options.bucket, Prefix=prefix)
-        try:
+        with map_exceptions(what, store="s3", endpoint=self._endpoint):
             async for page in pages:
                 for obj in page.get("Contents", []):
                     yield ObjectInfo(obj["Key"], int(obj["Size"]), obj["LastModified"].timestamp())
-        except GatewayError:
-            raise
-        except Exception as exc:
-            raise translate(exc, what) from exc
 
 
 async def _read_body(resp: dict[str, Any], what: str) -> bytes:

@@ -65,6 +65,10 @@ _TRANSIENT_EXCEPTIONS: Final = (
     httpx.RemoteProtocolError,  # peer closed before the whole body (shorter than Content-Length)
     ConnectionResetError,
 )
+_CREDENTIAL_SETUP: Final = (
+    botocore.exceptions.ProfileNotFound,
+    botocore.exceptions.PartialCredentialsError,
+)
 # S3 error bodies are small ``<Error><Code>…</Code>…</Error>`` documents; only this much is read.
 MAX_ERROR_BODY: Final = 64 * 1024
 _CODE: Final = re.compile(rb"<Code>\s*([A-Za-z0-9_.\-]{1,128})\s*</Code>")
@@ -93,14 +97,26 @@ def translate_response(status: int, body: bytes, what: str) -> GatewayError:
     return translate_code(error_code(body), status, what)
 
 
-def translate(exc: Exception, what: str) -> GatewayError:
-    """A botocore, aiohttp or httpx exception to a domain error."""
+NO_CREDENTIALS: Final = (
+    "no AWS credentials found (looked in: the environment, AWS_ACCESS_KEY_ID and "
+    "AWS_SECRET_ACCESS_KEY; the shared files ~/.aws/credentials and ~/.aws/config, profile "
+    "AWS_PROFILE; web identity; the container and the EC2 instance metadata service, which "
+    "AWS_EC2_METADATA_DISABLED=true skips off EC2)"
+)
+
+
+def translate(exc: Exception, what: str, *, endpoint: str | None = None) -> GatewayError:
+    """A botocore, aiohttp or httpx exception to a domain error. ``endpoint`` is named when
+    the request did not reach S3 (connection refused, timeouts, resets)."""
     if isinstance(exc, botocore.exceptions.ClientError):
         code = str(exc.response.get("Error", {}).get("Code", ""))
         status = exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode")
         return translate_code(code, status if isinstance(status, int) else None, what)
     if isinstance(exc, botocore.exceptions.NoCredentialsError):
-        return ConfigurationError(f"{what}: no AWS credentials found")
+        return ConfigurationError(f"{what}: {NO_CREDENTIALS}")
+    if isinstance(exc, _CREDENTIAL_SETUP):  # a named profile that is not there, half a key pair
+        return ConfigurationError(f"{what}: {exc}")
+    at = f" at endpoint {endpoint}" if endpoint else ""
     if isinstance(exc, _TRANSIENT_EXCEPTIONS):
-        return StorageUnavailableError(f"{what}: {type(exc).__name__}")
-    return StorageError(f"{what}: {type(exc).__name__}")
+        return StorageUnavailableError(f"{what}: {type(exc).__name__}{at}")
+    return StorageError(f"{what}: {type(exc).__name__}{at}")

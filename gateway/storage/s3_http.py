@@ -16,7 +16,8 @@ path unchanged, so the canonical request the signature covers is the one S3 sees
 
 One attempt, no retries here: :class:`~gateway.storage.retry.Retrier` retries the retriable
 errors (``StorageUnavailableError``) inside the caller's deadline. Failures go through the one
-S3 error table in :mod:`gateway.storage.s3_errors`: the XML body's ``<Code>`` (or the status),
+S3 error table in :mod:`gateway.storage.s3_errors` (through
+:func:`gateway.storage.translate.map_exceptions`): the XML body's ``<Code>`` (or the status),
 and for transport faults the httpx exception type. A body shorter than its ``Content-Length``
 is a retriable ``StorageUnavailableError``. No CPU work beyond moving bytes.
 """
@@ -35,12 +36,12 @@ from botocore.awsrequest import AWSRequest
 
 from gateway.errors import (
     ConfigurationError,
-    GatewayError,
     InvalidKeyError,
     StorageError,
     StorageUnavailableError,
 )
-from gateway.storage.s3_errors import MAX_ERROR_BODY, translate, translate_response
+from gateway.storage.s3_errors import MAX_ERROR_BODY, NO_CREDENTIALS, translate_response
+from gateway.storage.translate import map_exceptions
 
 _DNS_BUCKET: Final = re.compile(r"^[a-z0-9][a-z0-9\-]{1,61}[a-z0-9]$")
 _CONTENT_RANGE: Final = re.compile(r"^bytes (\d+)-(\d+)/(\d+|\*)$")
@@ -88,7 +89,7 @@ class SessionCredentials:
         if self._credentials is None:
             self._credentials = await self._session.get_credentials()
             if self._credentials is None:
-                raise ConfigurationError("S3: no AWS credentials found")
+                raise ConfigurationError(f"S3: {NO_CREDENTIALS}")
         frozen: Credentials = await self._credentials.get_frozen_credentials()
         return frozen
 
@@ -193,7 +194,7 @@ class S3HttpReader:
         """One signed GET: the status (200, 206 or 416) with headers and the checked body;
         any other status raises its domain error."""
         url = self.url(key)
-        try:
+        with map_exceptions(what, store="s3", endpoint=self._options.endpoint_url or self._base):
             headers = await self._sign(url, byte_range)
             request = self._client.build_request("GET", url, headers=headers)
             response = await self._client.send(request, stream=True)
@@ -208,10 +209,6 @@ class S3HttpReader:
                 raise translate_response(status, await _read_capped(response), what)
             finally:
                 await response.aclose()
-        except GatewayError:
-            raise
-        except Exception as exc:
-            raise translate(exc, what) from exc
 
     async def _sign(self, url: str, byte_range: str | None) -> dict[str, str]:
         credentials = await self._credentials.get_frozen_credentials()

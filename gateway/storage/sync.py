@@ -1,7 +1,8 @@
 """Synchronous object stores, for Spark executors and batch jobs that run without an event loop.
 
 The same contract as :class:`gateway.storage.base.ObjectStore` (half-open ranges, a range past
-the end returns what exists, the :mod:`gateway.errors` storage tree), read-only, blocking. The
+the end returns what exists, the :mod:`gateway.errors` storage tree, translated by
+:func:`gateway.storage.translate.map_exceptions`), read-only, blocking. The
 S3 store is a plain boto3 client (botocore's retries off, as the async store: callers retry with
 :class:`gateway.storage.retry.RetryPolicy`); the filesystem store shares its key checks and error
 mapping with :class:`gateway.storage.filesystem.FilesystemStore`. A store is picklable as its
@@ -20,10 +21,11 @@ import boto3
 import botocore.exceptions
 from botocore.config import Config
 
-from gateway.errors import ConfigurationError, GatewayError, StorageUnavailableError
+from gateway.errors import ConfigurationError, StorageUnavailableError
 from gateway.storage.base import ObjectInfo
-from gateway.storage.filesystem import key_path, list_keys, translate_os_error
-from gateway.storage.s3_errors import translate
+from gateway.storage.filesystem import key_path, list_keys
+from gateway.storage.s3_errors import NO_CREDENTIALS
+from gateway.storage.translate import map_exceptions
 from gateway.storage.url import parse_store_url
 
 T = TypeVar("T")
@@ -82,10 +84,8 @@ class SyncFilesystemStore:
 
     @staticmethod
     def _run(key: str, fn: Callable[[], T]) -> T:
-        try:
+        with map_exceptions(key, store="filesystem"):
             return fn()
-        except OSError as exc:
-            raise translate_os_error(key, exc) from exc
 
     def get_range(self, key: str, start: int, end: int) -> bytes:
         _check_range(start, end)
@@ -138,20 +138,24 @@ class SyncS3Store:
             s3={"addressing_style": "path" if path_style else "auto"},
             max_pool_connections=32,
         )
-        self._client: Any = boto3.session.Session().client(
+        where = f"s3://{bucket}" + (f" at endpoint {endpoint_url}" if endpoint_url else "")
+        # the chain once, now: no credentials is refused here, not at every task's first read
+        with map_exceptions(f"open {where}", store="s3", endpoint=endpoint_url):
+            session = boto3.session.Session()
+            credentials = session.get_credentials()
+        if credentials is None:
+            raise ConfigurationError(f"{where}: {NO_CREDENTIALS}")
+        self._client: Any = session.client(
             "s3", endpoint_url=endpoint_url, region_name=region, config=config
         )
+        self._endpoint: str = self._client.meta.endpoint_url
 
     def __repr__(self) -> str:
         return f"SyncS3Store(bucket={self._bucket!r})"
 
     def _call(self, what: str, fn: Callable[[], T]) -> T:
-        try:
+        with map_exceptions(what, store="s3", endpoint=self._endpoint):
             return fn()
-        except GatewayError:
-            raise
-        except Exception as exc:
-            raise translate(exc, what) from exc
 
     def _read(self, what: str, **kwargs: Any) -> bytes:
         def fetch() -> bytes:
@@ -194,14 +198,10 @@ class SyncS3Store:
         pages = self._client.get_paginator("list_objects_v2").paginate(
             Bucket=self._bucket, Prefix=prefix
         )
-        try:
+        with map_exceptions(what, store="s3", endpoint=self._endpoint):
             for page in pages:
                 for obj in page.get("Contents", []):
                     yield ObjectInfo(obj["Key"], int(obj["Size"]), obj["LastModified"].timestamp())
-        except GatewayError:
-            raise
-        except Exception as exc:
-            raise translate(exc, what) from exc
 
     def close(self) -> None:
         self._client.close()

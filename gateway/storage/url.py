@@ -21,7 +21,11 @@ def parse_store_url(url: str) -> str | Path:
         return parsed.netloc
     if parsed.scheme == "file":
         if parsed.netloc not in ("", "localhost"):
-            raise ConfigurationError(f"store URL {url!r}: file URLs take no host")
+            guess = f"file:///{parsed.netloc}{parsed.path}"
+            raise ConfigurationError(
+                f"store URL {url!r}: file URLs take no host ({parsed.netloc!r} is read as one); "
+                f"a directory is file:///abs/path, three slashes: did you mean {guess!r}?"
+            )
         path = Path(unquote(parsed.path))
         if not path.is_absolute():
             raise ConfigurationError(f"store URL {url!r}: the path must be absolute")

@@ -23,7 +23,6 @@ import asyncio
 import os
 import random
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
@@ -39,6 +38,7 @@ from botocore.auth import S3SigV4Auth, S3SigV4QueryAuth
 from botocore.awsrequest import AWSRequest
 
 from gateway.storage.s3_http import HttpOptions, S3HttpReader, StaticCredentials
+from tests.fixtures.ports import PortTakenError, listening_port, start_on_free_port
 
 BUCKET = "bench-bucket"
 KEY = "topic-AAAAAAAAAAAAAAAAAAAAAA/0/00000000000000000000-BBBBBBBBBBBBBBBBBBBBBB.log"
@@ -83,13 +83,6 @@ def find_nginx() -> str | None:
     return shutil.which("nginx", path=path)
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
-
-
 def start_nginx(nginx: str, work: Path, data: bytes) -> tuple[subprocess.Popen[bytes], str]:
     """nginx on 127.0.0.1 serving ``work/root`` (``/<bucket>/<key>``); its endpoint URL."""
     root, prefix = work / "root", work / "prefix"
@@ -99,7 +92,13 @@ def start_nginx(nginx: str, work: Path, data: bytes) -> tuple[subprocess.Popen[b
     (prefix / "tmp").mkdir(parents=True)
     for d in [work, *root.rglob("*"), root]:
         d.chmod(0o755 if d.is_dir() else 0o644)  # nginx workers may run as another user
-    port = free_port()
+    # nginx cannot listen on port 0 and tell which it got: a free port, another if taken.
+    return start_on_free_port(lambda port: _nginx_on(nginx, prefix, root, port))
+
+
+def _nginx_on(
+    nginx: str, prefix: Path, root: Path, port: int
+) -> tuple[subprocess.Popen[bytes], str]:
     conf = prefix / "nginx.conf"
     conf.write_text(NGINX_CONF.format(prefix=prefix, port=port, root=root))
     proc = subprocess.Popen(
@@ -107,19 +106,19 @@ def start_nginx(nginx: str, work: Path, data: bytes) -> tuple[subprocess.Popen[b
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
     )
-    deadline = time.monotonic() + 10
-    while True:
-        try:
-            with socket.create_connection(("127.0.0.1", port), timeout=0.5):
-                return proc, f"http://127.0.0.1:{port}"
-        except OSError:
-            if proc.poll() is not None or time.monotonic() > deadline:
-                proc.kill()
-                _, err = proc.communicate()
-                log = prefix / "error.log"
-                why = (log.read_text() if log.exists() else "") + err.decode(errors="replace")
-                raise RuntimeError(f"nginx did not start: {why}") from None
-            time.sleep(0.05)
+    try:  # nginx itself listens on the port, not a process that took it meanwhile
+        listening = listening_port(proc, timeout_s=10)
+    except RuntimeError:
+        proc.kill()
+        _, err = proc.communicate()
+        log = prefix / "error.log"
+        why = (log.read_text() if log.exists() else "") + err.decode(errors="replace")
+        log.unlink(missing_ok=True)
+        if "Address already in use" in why:
+            raise PortTakenError(why) from None
+        raise RuntimeError(f"nginx did not start: {why}") from None
+    assert listening == port, (listening, port)
+    return proc, f"http://127.0.0.1:{port}"
 
 
 async def run_gets(get: Get, offsets: list[int], size: int, concurrency: int) -> float:

@@ -127,7 +127,8 @@ def core_only(store_url: str, max_bytes: int, arrow: bool) -> tuple[int, float]:
     from gateway.spark.driver import build_plan  # noqa: PLC0415
     from gateway.spark.options import parse_options  # noqa: PLC0415
     from gateway.spark.plan import split_byte_range  # noqa: PLC0415
-    from gateway.spark.read import open_segment, read_split, sync_reader  # noqa: PLC0415
+    from gateway.spark.read import read_split  # noqa: PLC0415
+    from gateway.spark.segments import open_segment, sync_reader  # noqa: PLC0415
 
     started = time.perf_counter()
     plan = build_plan(parse_options(reader_options(store_url, max_bytes)))

@@ -69,12 +69,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
+from gateway.config import Settings
 from gateway.deadline import Deadline
 from gateway.errors import GatewayError
 from gateway.remote import keyring
 from gateway.remote.keys import Suffix
 from gateway.remote.tiering import SegmentObjects, TieringOptions, upload_segment
-from gateway.service.core import GatewayService, open_service
+from gateway.service.core import GatewayService
+from gateway.service.open import open_service
 from gateway.service.protocol import OffsetSpec
 from gateway.service.types import FetchedRecord, IsolationLevel, OffsetResult
 from gateway.storage.filesystem import FilesystemStore
@@ -88,7 +90,6 @@ from tests.integration.independent_bucket import (
     WrittenPartition,
     write_independent_bucket,
 )
-from tests.unit.service.support import Settings
 
 KINDS: Final = (Suffix.LOG.value, Suffix.INDEXES.value, Suffix.MANIFEST.value)
 VERDICTS: Final = ("same", "typed_error", "wrong", "hang", "untyped")

@@ -68,18 +68,23 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
+from tests.fixtures.extras import require_spark
+
+require_spark()
+
 import pyarrow as pa
 
 from gateway.errors import RemoteGapError
+from gateway.kafka.uuids import encode_uuid
 from gateway.metadata.manager import RemoteLogMetadataManager
 from gateway.remote.keyring import KeyRing
-from gateway.remote.keys import encode_uuid, parse_object_key
+from gateway.remote.keys import parse_object_key
 from gateway.remote.sync_reader import SyncSegmentReader
 from gateway.scrub import Finding, audit_segment, check_continuity, inventory
 from gateway.scrub.findings import INTERNAL
 from gateway.service.types import IsolationLevel
 from gateway.spark import driver
-from gateway.spark import read as spark_read
+from gateway.spark import segments as spark_read
 from gateway.spark.driver import ReadPlan, build_plan
 from gateway.spark.options import parse_options
 from gateway.spark.read import read_split

@@ -14,33 +14,48 @@ from typing import Any
 
 import httpx
 
-from tests.unit.api.server import free_port
+from tests.fixtures.ports import LOCALHOST, listening_port
 
 
-@contextlib.contextmanager
-def serve_process(args: Sequence[str], log_path: Path) -> Iterator[str]:
-    """Start ``serve`` with ``args`` on a free port; yield its base URL once ready."""
-    port = free_port()
+def start_serve(args: Sequence[str], log_path: Path) -> tuple[subprocess.Popen[bytes], str]:
+    """Start ``serve`` with ``args`` on a port it picks (``--port 0``), its output to
+    ``log_path``; the process and its base URL once it listens (not yet ready)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("TIERED_GATEWAY_")}
     env.setdefault("AWS_ACCESS_KEY_ID", "testing")
     env.setdefault("AWS_SECRET_ACCESS_KEY", "testing")
     with log_path.open("wb") as log:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "gateway.cli", "serve", *args, "--port", str(port),
+            [sys.executable, "-m", "gateway.cli", "serve", *args, "--port", "0",
              "--log-level", "warning"],
             stdout=log, stderr=subprocess.STDOUT, env=env,
         )  # fmt: skip
-    url = f"http://127.0.0.1:{port}"
+    try:
+        port = listening_port(proc, timeout_s=60)
+    except RuntimeError as e:
+        stop(proc)
+        raise RuntimeError(f"serve did not listen ({e}):\n{log_path.read_text()}") from None
+    return proc, f"http://{LOCALHOST}:{port}"
+
+
+def stop(proc: subprocess.Popen[bytes]) -> None:
+    """SIGTERM, then SIGKILL after 15 s."""
+    proc.terminate()
+    try:
+        proc.wait(timeout=15)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+
+
+@contextlib.contextmanager
+def serve_process(args: Sequence[str], log_path: Path) -> Iterator[str]:
+    """Start ``serve`` with ``args`` on a free port; yield its base URL once ready."""
+    proc, url = start_serve(args, log_path)
     try:
         wait_ready(url, proc, log_path)
         yield url
     finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        stop(proc)
 
 
 def wait_ready(url: str, proc: subprocess.Popen[bytes], log_path: Path) -> None:

@@ -23,7 +23,11 @@ import pytest
 
 from gateway.metadata.model import TopicIdPartition
 from gateway.service.types import IsolationLevel
-from gateway.spark import driver
+from tests.fixtures.extras import require_spark
+
+require_spark()
+
+from gateway.spark import dataloss
 from tests.integration.campaign import (
     KINDS,
     Fixture,
@@ -142,8 +146,8 @@ def test_the_comparison_notices_wrong_rows(fixture: Fixture, tmp_path: Path) -> 
 def test_what_fail_on_data_loss_false_skipped_is_read_from_the_drivers_warnings() -> None:
     tp = TopicIdPartition(uuid.uuid4(), 3, "t.x-1")
     with driver_warnings() as messages:
-        driver._hole(tp, 40, 59, (), fail=False)
-        driver._lost(False, "partition 4 of t.x-1 has no readable segment", [])
+        dataloss.hole(tp, 40, 59, (), fail=False)
+        dataloss.lost(False, "partition 4 of t.x-1 has no readable segment", [])
     assert skipped_offsets(messages) == {3: [(40, 59)], 4: [(0, 1 << 62)]}
 
 

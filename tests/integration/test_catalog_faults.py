@@ -13,10 +13,8 @@ Waits poll for a condition with a generous bound: no verdict depends on a sleep.
 from __future__ import annotations
 
 import contextlib
-import os
 import re
 import subprocess
-import sys
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -26,9 +24,9 @@ import boto3
 import httpx
 import pytest
 
-from gateway.demo import DemoBucket, write_demo_bucket
+from gateway.demo import DemoBucket
 from tests.integration.fault_proxy import Faults, fault_proxy
-from tests.unit.api.server import free_port
+from tests.integration.serve import start_serve, stop
 
 RECORDS = "/v1/topics/{topic}/partitions/{partition}/records"
 DATA_ROUTES = [
@@ -40,11 +38,6 @@ DATA_ROUTES = [
     "/v1/topics/orders/partitions/0/records?offset=0",
 ]
 ABORTED = re.compile(r"^tiered_gateway_rescans_aborted_total (\S+)$", re.MULTILINE)
-
-
-@pytest.fixture(scope="module")
-def demo(tmp_path_factory: pytest.TempPathFactory) -> DemoBucket:
-    return write_demo_bucket(tmp_path_factory.mktemp("catalog-faults") / "demo")
 
 
 def _objects(demo: DemoBucket) -> dict[str, Path]:
@@ -84,30 +77,18 @@ def serving(
     demo: DemoBucket, store: str, proxy_url: str, log_path: Path, *extra: str
 ) -> Iterator[httpx.Client]:
     """``serve`` as a process, handed over once it answers /healthz (ready or not)."""
-    port = free_port()
-    env = {k: v for k, v in os.environ.items() if not k.startswith("TIERED_GATEWAY_")}
-    env.setdefault("AWS_ACCESS_KEY_ID", "testing")
-    env.setdefault("AWS_SECRET_ACCESS_KEY", "testing")
     args = [*demo.serve_args[:1], store, *demo.serve_args[2:]]  # --store replaced
-    with log_path.open("wb") as log:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "gateway.cli", "serve", *args, "--s3-endpoint-url", proxy_url,
-             "--s3-region", "us-east-1", "--s3-path-style", "--retry-max-attempts", "2",
-             "--retry-base-delay-s", "0.01", "--port", str(port), "--log-level", "warning",
-             *extra],
-            stdout=log, stderr=subprocess.STDOUT, env=env,
-        )  # fmt: skip
+    proc, url = start_serve(
+        [*args, "--s3-endpoint-url", proxy_url, "--s3-region", "us-east-1", "--s3-path-style",
+         "--retry-max-attempts", "2", "--retry-base-delay-s", "0.01", *extra],
+        log_path,
+    )  # fmt: skip
     try:
-        with httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=60) as client:
+        with httpx.Client(base_url=url, timeout=60) as client:
             until(lambda: _alive(client, proc, log_path), "serve to answer /healthz")
             yield client
     finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        stop(proc)
 
 
 def _alive(client: httpx.Client, proc: subprocess.Popen[bytes], log_path: Path) -> bool:

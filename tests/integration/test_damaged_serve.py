@@ -6,24 +6,15 @@ and every other topic hung, and SIGTERM was ignored."""
 
 from __future__ import annotations
 
-import shutil
 import signal
-import subprocess
-import sys
 from pathlib import Path
 
 import httpx
-import pytest
 
-from gateway.demo import DemoBucket, write_demo_bucket
+from gateway.demo import DemoBucket
 from gateway.remote.manifest import IndexType, parse_manifest
-from tests.integration.serve import RECORDS, wait_ready
-from tests.unit.api.server import free_port
-
-
-@pytest.fixture(scope="module")
-def demo(tmp_path_factory: pytest.TempPathFactory) -> DemoBucket:
-    return write_demo_bucket(tmp_path_factory.mktemp("demo") / "root")
+from tests.fixtures.demo import copy_demo_bucket
+from tests.integration.serve import RECORDS, start_serve, wait_ready
 
 
 def negative_index_position(bucket: Path) -> None:
@@ -42,20 +33,12 @@ def negative_index_position(bucket: Path) -> None:
 def test_damage_is_a_502_the_server_stays_responsive_and_sigterm_stops_it(
     demo: DemoBucket, tmp_path: Path
 ) -> None:
-    bucket = tmp_path / "bucket"
-    shutil.copytree(demo.root / "bucket", bucket)
+    bucket = copy_demo_bucket(demo, tmp_path)
     negative_index_position(bucket)
     args = ["--store", f"file://{bucket}", "--key-prefix", demo.key_prefix,
             "--key-pair", demo.key_pair_spec]  # fmt: skip
-    port = free_port()
     log_path = tmp_path / "serve.log"
-    with log_path.open("wb") as log:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "gateway.cli", "serve", *args, "--port", str(port),
-             "--log-level", "warning"],
-            stdout=log, stderr=subprocess.STDOUT,
-        )  # fmt: skip
-    url = f"http://127.0.0.1:{port}"
+    proc, url = start_serve(args, log_path)
     try:
         wait_ready(url, proc, log_path)
         with httpx.Client(base_url=url, timeout=60) as client:

@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import base64
 import json
-from collections.abc import Iterator
+import re
+from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -18,16 +20,12 @@ import pytest
 from kafka.record import MemoryRecords
 from prometheus_client.parser import text_string_to_metric_families
 
-from gateway.demo import DemoBucket, write_demo_bucket
+from gateway.demo import DemoBucket
 from tests.integration.serve import serve_process, walk
 from tests.unit.service.test_service_demo import Expected, expected_records
 
 RECORDS = "/v1/topics/{topic}/partitions/{partition}/records"
-
-
-@pytest.fixture(scope="module")
-def demo(tmp_path_factory: pytest.TempPathFactory) -> DemoBucket:
-    return write_demo_bucket(tmp_path_factory.mktemp("http-e2e") / "demo")
+PAGING_DOC = Path(__file__).resolve().parents[2] / "docs" / "paging.md"
 
 
 @pytest.fixture(scope="module")
@@ -104,6 +102,7 @@ def test_ndjson_streams_the_whole_partition(client: httpx.Client, demo: DemoBuck
         "next_offset": demo.topic("orders").partition(1).next_offset,
         "log_start_offset": 0,
         "log_end_offset": demo.topic("orders").partition(1).next_offset,
+        "end_of_remote_log": True,
     }
 
 
@@ -147,12 +146,83 @@ def test_offsets_by_timestamp(client: httpx.Client, demo: DemoBucket) -> None:
     assert client.get(url, params={"timestamp": "earliest"}).json()["offset"] == 0
 
 
+ALL_FORMATS: tuple[dict[str, str], ...] = (
+    {},
+    {"Accept": "application/x-ndjson"},
+    {"Accept": "application/octet-stream"},
+)
+
+
+def test_at_the_end_an_empty_answer_saying_so(client: httpx.Client, demo: DemoBucket) -> None:
+    """Kafka's fetch at the high watermark: 200, nothing, next_offset unchanged."""
+    end = demo.topic("orders").partition(0).next_offset
+    url = RECORDS.format(topic="orders", partition=0)
+    for isolation in ("read_uncommitted", "read_committed"):
+        params = {"offset": end, "isolation_level": isolation}
+        body = client.get(url, params=params).json()
+        assert (body["records"], body["next_offset"]) == ([], end), body
+        assert (body["log_end_offset"], body["end_of_remote_log"]) == (end, True)
+        lines = client.get(url, params=params, headers=ALL_FORMATS[1]).text.splitlines()
+        assert [json.loads(line) for line in lines] == [
+            {"next_offset": end, "log_start_offset": 0, "log_end_offset": end,
+             "end_of_remote_log": True}
+        ]  # fmt: skip
+        raw = client.get(url, params=params, headers=ALL_FORMATS[2])
+        assert (raw.status_code, raw.content) == (200, b"")
+        assert raw.headers["x-next-offset"] == str(end)
+        assert raw.headers["x-end-of-remote-log"] == "true"
+
+
+def test_the_paging_example_in_the_docs_runs(base_url: str, demo: DemoBucket) -> None:
+    """docs/paging.md's Python example, as written, reads every record once and stops."""
+    block = re.search(r"<!-- paging-example -->\n```python\n(.*?)```", PAGING_DOC.read_text(),
+                      re.DOTALL)  # fmt: skip
+    assert block is not None, "docs/paging.md lost its marked python example"
+    namespace: dict[str, Any] = {}
+    exec(compile(block.group(1), str(PAGING_DOC), "exec"), namespace)
+    read_partition: Callable[..., Iterator[dict[str, Any]]] = namespace["read_partition"]
+    expected = expected_records(demo.root / "segments" / "orders-0")
+    got = list(read_partition(base_url, "orders", 0, max_bytes=3000))
+    assert [_got(r) for r in got] == [_as_json(e) for e in expected]
+    payments = list(read_partition(base_url, "payments", 0, isolation_level="read_committed"))
+    committed = [
+        e for e in expected_records(demo.root / "segments" / "payments-0") if not e.aborted
+    ]
+    assert [r["offset"] for r in payments] == [e.offset for e in committed]
+
+
+def test_formats_over_http(client: httpx.Client, demo: DemoBucket) -> None:
+    """The demo's orders values are JSON documents: json embeds them, string gives the text,
+    and the same bytes come back whichever format is asked."""
+    url = RECORDS.format(topic="orders", partition=0)
+    params = {"offset": 0, "max_bytes": 4096}
+    plain = client.get(url, params=params).json()["records"]
+    as_json = client.get(url, params={**params, "value_format": "json", "key_format": "hex"})
+    as_text = client.get(url, params={**params, "value_format": "string"}, headers=ALL_FORMATS[1])
+    assert as_json.status_code == as_text.status_code == 200, (as_json.text, as_text.text)
+    texts = [json.loads(line) for line in as_text.text.splitlines()][: len(plain)]
+    for b64, embedded, text in zip(plain, as_json.json()["records"], texts, strict=True):
+        raw = None if b64["value"] is None else base64.b64decode(b64["value"])
+        assert text["value"] == (None if raw is None else raw.decode())
+        assert embedded["value"] == (None if raw is None else json.loads(raw))
+        key = None if b64["key"] is None else base64.b64decode(b64["key"]).hex()
+        assert embedded["key"] == key
+
+
+def test_offsets_take_kafkas_sentinels(client: httpx.Client, demo: DemoBucket) -> None:
+    url = "/v1/topics/orders/partitions/0/offsets"
+    for sentinel, name in (("-1", "latest"), ("-2", "earliest"), ("-3", "max_timestamp")):
+        got = client.get(url, params={"timestamp": sentinel})
+        assert got.status_code == 200, got.text
+        assert got.json() == client.get(url, params={"timestamp": name.upper()}).json()
+
+
 def test_416_beyond_the_end(client: httpx.Client, demo: DemoBucket) -> None:
     end = demo.topic("orders").partition(0).next_offset
-    for headers in ({}, {"Accept": "application/x-ndjson"}, {"Accept": "application/octet-stream"}):
+    for headers in ALL_FORMATS:
         r = client.get(
             RECORDS.format(topic="orders", partition=0),
-            params={"offset": end + 10},
+            params={"offset": end + 1},
             headers=headers,
         )
         assert r.status_code == 416
@@ -178,6 +248,10 @@ def test_segments_and_metrics(client: httpx.Client, demo: DemoBucket) -> None:
     segments = client.get("/v1/topics/inventory/partitions/0/segments").json()["segments"]
     assert segments and all(s["size"] > 0 for s in segments)
     assert {s["state"] for s in segments} <= {"COPY_SEGMENT_FINISHED", "DELETE_SEGMENT_FINISHED"}
+    (old,) = [s for s in segments if s["displaced"]]  # the demo's re-upload displaced it
+    new = next(s for s in segments if s["segment_id"] == old["displaced_by"])
+    assert (new["start_offset"], new["end_offset"]) == (old["start_offset"], old["end_offset"])
+    assert new["displaced"] is False and new["displaced_by"] is None
     text = client.get("/metrics").text
     assert 'route="/v1/topics/{topic}/partitions/{partition}/records"' in text
     families = {f.name for f in text_string_to_metric_families(text)}  # one valid exposition

@@ -6,6 +6,11 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import boto3
+
+from tests.fixtures.extras import require_spark
+
+require_spark()
+
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest

@@ -65,3 +65,41 @@ async def test_tier_command_to_s3_and_read_back(
         assert remote.key.with_suffix(Suffix.MANIFEST).key == keys[2]
     finally:
         await store.close()
+
+
+async def test_tier_again_skips_segments_already_in_the_bucket(
+    tmp_path: Path, moto_endpoint: str, s3_bucket: str
+) -> None:
+    write_demo_segment(tmp_path / "partition")
+    exe = Path(sys.executable).with_name("tiered-gateway")
+    argv: list[str | Path] = [
+        exe, "tier", str(tmp_path / "partition"), "--store", f"s3://{s3_bucket}",
+        "--s3-endpoint-url", moto_endpoint, "--s3-region", "us-east-1",
+        "--key-prefix", "tiered/", "--topic", "orders", "--topic-id", "AAAAAAAAAAAAAAAAAAAAAQ",
+        "--partition", "0", "--include-active",
+    ]  # fmt: skip
+
+    def tier(*extra: str) -> dict[str, object]:
+        done = subprocess.run([*argv, *extra], capture_output=True, text=True, check=False)
+        assert done.returncode == 0, done.stderr
+        (line,) = done.stdout.splitlines()
+        result: dict[str, object] = json.loads(line)
+        return result
+
+    async def keys() -> list[str]:
+        store = await open_store(
+            f"s3://{s3_bucket}", endpoint_url=moto_endpoint, region="us-east-1"
+        )
+        try:
+            return [i.key async for i in store.list("tiered/")]
+        finally:
+            await store.close()
+
+    first = tier()
+    uploaded = await keys()
+    assert "skipped" not in first and len(uploaded) == 3
+    again = tier()
+    assert again["skipped"] is True and again["key"] in uploaded
+    assert await keys() == uploaded
+    forced = tier("--force")
+    assert "skipped" not in forced and len(await keys()) == 6

@@ -5,13 +5,19 @@ from __future__ import annotations
 import os
 import sys
 from collections.abc import Iterator
+from typing import TYPE_CHECKING
 
 import pytest
-from pyspark.sql import SparkSession
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
 
 
 @pytest.fixture(scope="session")
 def spark() -> Iterator[SparkSession]:
+    # Imported here: each module that needs it skips without the `spark` extra, this file can't.
+    from pyspark.sql import SparkSession  # noqa: PLC0415
+
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)  # workers need this venv
     # Python workers get the environment the JVM started with: moto's credentials go in now.

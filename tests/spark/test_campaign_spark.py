@@ -16,6 +16,11 @@ import re
 from pathlib import Path
 
 import pytest
+
+from tests.fixtures.extras import require_spark
+
+require_spark()
+
 from pyspark.sql import DataFrame, SparkSession
 
 from gateway.errors import CrcMismatchError, GatewayError, RemoteGapError

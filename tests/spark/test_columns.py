@@ -8,6 +8,11 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import crc32c
+
+from tests.fixtures.extras import require_spark
+
+require_spark()
+
 import pyarrow as pa
 import pytest
 from hypothesis import HealthCheck, given, settings

@@ -9,6 +9,10 @@ import sys
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+from tests.fixtures.extras import require_spark
+
+require_spark()
+
 import pyarrow.parquet as pq
 import pytest
 from pyspark.sql import SparkSession

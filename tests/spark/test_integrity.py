@@ -21,6 +21,11 @@ from pathlib import Path
 from typing import Any, cast
 
 import pytest
+
+from tests.fixtures.extras import require_spark
+
+require_spark()
+
 from pyspark.sql import SparkSession
 
 from gateway.errors import (
@@ -42,7 +47,8 @@ from gateway.remote.tiering import TieringOptions
 from gateway.spark.driver import build_plan
 from gateway.spark.options import parse_options
 from gateway.spark.plan import SegmentRef
-from gateway.spark.read import frame, read_split
+from gateway.spark.read import read_split
+from gateway.spark.segments import frame
 from gateway.spark.source import TieredKafkaDataSource
 from tests.spark.support import PREFIX, Bucket, PartitionData, TopicSpec, write_bucket
 from tests.unit.kafka.independent import Rec, build

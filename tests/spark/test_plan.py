@@ -11,6 +11,10 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+from tests.fixtures.extras import require_spark
+
+require_spark()
+
 import pyarrow as pa
 import pytest
 
@@ -259,6 +263,9 @@ def test_plan_errors(bucket: Bucket) -> None:
         build_plan(parse_options(bucket.options("plain", partitions="0,7")))
     with pytest.raises(UnknownTopicOrPartitionError, match="nope"):
         build_plan(parse_options(bucket.options("nope")))
+    # before: "unknown topic", not a word about the prefix that lacks its '/'
+    with pytest.raises(UnknownTopicOrPartitionError, match="did you mean the key prefix 'tiered/'"):
+        build_plan(parse_options(bucket.options("plain", keyPrefix="tiered")))
 
 
 def test_catalog_plans_like_a_scan(bucket: Bucket, tmp_path: Path) -> None:

@@ -6,6 +6,11 @@ from __future__ import annotations
 from pathlib import Path
 
 import boto3
+
+from tests.fixtures.extras import require_spark
+
+require_spark()
+
 import pyarrow.parquet as pq
 import pytest
 from pyspark.sql import SparkSession

@@ -11,6 +11,10 @@ import shutil
 import uuid
 from pathlib import Path
 
+from tests.fixtures.extras import require_spark
+
+require_spark()
+
 import pyarrow.parquet as pq
 import pytest
 from pyspark.sql import SparkSession

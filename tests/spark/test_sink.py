@@ -5,6 +5,10 @@ from __future__ import annotations
 from collections.abc import Iterator
 from pathlib import Path
 
+from tests.fixtures.extras import require_spark
+
+require_spark()
+
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest

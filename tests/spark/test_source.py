@@ -11,6 +11,11 @@ from functools import reduce
 from pathlib import Path
 
 import pytest
+
+from tests.fixtures.extras import require_spark
+
+require_spark()
+
 from pyspark.errors import AnalysisException, PythonException
 from pyspark.errors.exceptions.captured import CapturedException
 from pyspark.sql import DataFrame, SparkSession

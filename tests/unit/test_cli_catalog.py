@@ -2,15 +2,22 @@
 
 from __future__ import annotations
 
+import asyncio
+import dataclasses
 import json
+import os
+import subprocess
+import sys
 import uuid
 from pathlib import Path
 
 import pytest
 
 from gateway.cli import main
+from gateway.commands.catalog import EXIT_EMPTY
 from gateway.errors import StorageUnavailableError
 from gateway.kafka.demo import write_demo_segment
+from gateway.kafka.uuids import encode_uuid, parse_topic_id
 from gateway.metadata.backend import MemoryBackend
 from gateway.metadata.lifecycle import upload_registered
 from gateway.metadata.manager import RemoteLogMetadataManager
@@ -23,7 +30,9 @@ from gateway.remote.tiering import (
     build_segment_objects,
     read_segment_dir,
     segment_metadata,
+    upload_segment,
 )
+from gateway.service.fetch import remote_bounds
 from gateway.storage.filesystem import FilesystemStore
 
 TOPIC_ID = "AAAAAAAAAAAAAAAAAAAAAQ"
@@ -83,7 +92,7 @@ def test_catalog_scan_json_and_table(
         (1, 1, [[0, 0], [3, 150]]),
     ]
     assert doc["partitions"][0]["topic_id"] == TOPIC_ID
-    assert doc["partitions"][0]["remote_log_end_offset"] == 172
+    assert doc["partitions"][0]["remote_log_end_offset"] == 173  # one past the last offset
     # incremental: the second scan over the same state registers nothing
     code, out, _ = _run(capsys, "catalog", "scan", "--store", bucket, "--key-prefix", "t/",
                         "--state-dir", str(state))  # fmt: skip
@@ -203,3 +212,141 @@ def test_open_manager_in_memory_without_state_dir() -> None:
     rlmm = open_manager(None)
     assert rlmm.partitions() == []
     rlmm.close()
+
+
+# --- what surprised a new user (each of these failed before its fix) -------------------------
+
+
+def _warnings(err: str) -> list[str]:
+    return [line for line in err.splitlines() if line.startswith("warning:")]
+
+
+def test_a_prefix_without_its_slash_is_one_warning_with_the_fix(
+    tiered: tuple[str, Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Before: one ``skipped`` warning per manifest about a topic named ``'/orders'``, and a
+    table of nothing."""
+    bucket, _ = tiered
+    code, out, err = _run(capsys, "catalog", "scan", "--store", bucket, "--key-prefix", "t")
+    assert code == EXIT_EMPTY
+    (warning,) = _warnings(err)
+    assert "2 manifests are under 't/'" in warning
+    assert "did you mean the key prefix 't/'?" in warning
+    assert "'/orders" not in err
+    assert out == ""  # before: the header of an empty table, and exit code 1
+
+
+def test_a_wrong_prefix_names_the_folder_and_the_nearest_prefix(
+    tiered: tuple[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    bucket, _ = tiered
+    code, _, err = _run(capsys, "catalog", "scan", "--store", bucket, "--key-prefix", "tt/")
+    assert code == EXIT_EMPTY
+    (warning,) = _warnings(err)
+    assert warning.startswith("warning: no remote segment found under the key prefix 'tt/'")
+    assert f"the folder {tmp_path / 'bucket' / 'tt'} does not exist" in warning
+    assert "did you mean the key prefix 't/' (2 manifests)?" in warning
+    code, out, err = _run(
+        capsys, "catalog", "scan", "--store", bucket, "--key-prefix", "tt/", "--json"
+    )
+    assert code == EXIT_EMPTY
+    assert "did you mean" in json.loads(out)["scan"]["scope_warning"]
+
+
+def test_an_empty_folder_says_so(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    (tmp_path / "empty").mkdir()
+    code, _, err = _run(capsys, "catalog", "scan", "--store", f"file://{tmp_path / 'empty'}")
+    assert code == EXIT_EMPTY
+    assert _warnings(err) == [
+        "warning: no remote segment found under the bucket: the bucket is empty"
+    ]
+
+
+def test_ls_in_an_empty_scope_warns_instead_of_unknown_topic(
+    tiered: tuple[str, Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    bucket, _ = tiered
+    code, out, err = _run(
+        capsys, "catalog", "ls", "--store", bucket, "--key-prefix", "t", "--topic", "orders",
+        "--partition", "0",
+    )  # fmt: skip
+    assert (code, out) == (EXIT_EMPTY, "")
+    (warning,) = _warnings(err)
+    assert "did you mean the key prefix 't/'?" in warning
+    assert "error" not in err
+
+
+def test_the_end_offset_is_one_past_the_last_as_in_the_http_api(
+    tiered: tuple[str, Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Before: ``REMOTE_LOG_END_OFFSET`` 172 (the last offset) where HTTP says 173."""
+    _, state = tiered
+    code, out, _ = _run(
+        capsys, "catalog", "scan", "--store", tiered[0], "--key-prefix", "t/", "--json"
+    )
+    assert code == 0
+    rlmm = open_manager(state)  # the catalog `tier` kept: the same segments
+    try:
+        tp = rlmm.partition("orders", 0, parse_topic_id(TOPIC_ID))
+        http_start, http_end = remote_bounds(rlmm, tp)  # what /v1/.../partitions answers
+    finally:
+        rlmm.close()
+    row = json.loads(out)["partitions"][0]
+    assert (row["remote_log_start_offset"], row["remote_log_end_offset"]) == (
+        http_start,
+        http_end,
+    )
+    assert http_end == 173  # the demo segment holds offsets 0..172
+    _, table, _ = _run(capsys, "catalog", "scan", "--store", tiered[0], "--key-prefix", "t/")
+    header, first, *_ = table.splitlines()
+    assert dict(zip(header.split(), first.split(), strict=False))["REMOTE_LOG_END_OFFSET"] == "173"
+
+
+def test_ls_says_which_segment_displaced_a_reupload(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Before: two COPY_SEGMENT_FINISHED rows for the same offsets, nothing said which one
+    reads reach."""
+    write_demo_segment(tmp_path / "seg")
+    (local,) = read_segment_dir(tmp_path / "seg", include_active=True)
+    first = segment_metadata(local, topic="orders", topic_id=parse_topic_id(TOPIC_ID), partition=0)
+    later = dataclasses.replace(
+        first, segment_id=uuid.uuid4(), event_timestamp_ms=first.event_timestamp_ms + 1
+    )
+    store = FilesystemStore(tmp_path / "bucket")
+    for meta in (first, later):
+        objects = build_segment_objects(
+            local, meta, key_prefix="t/", options=TieringOptions(), keys=KeyRing()
+        )
+        asyncio.run(upload_segment(store, objects))
+    args = ["catalog", "ls", "--store", f"file://{tmp_path / 'bucket'}", "--key-prefix", "t/"]
+    args += ["--topic", "orders", "--partition", "0"]
+    code, out, _ = _run(capsys, *args, "--json")
+    assert code == 0
+    rows = {row["segment_id"]: row for row in map(json.loads, out.splitlines())}
+    old, new = (rows[encode_uuid(m.segment_id)] for m in (first, later))
+    assert (old["state"], new["state"]) == ("COPY_SEGMENT_FINISHED",) * 2
+    assert (old["displaced"], old["displaced_by"]) == (True, new["segment_id"])
+    assert (new["displaced"], new["displaced_by"]) == (False, None)
+    code, table, _ = _run(capsys, *args)
+    header, *lines = table.splitlines()
+    column = header.split().index("DISPLACED_BY")
+    by_id = {line.split()[0]: line.split()[column] for line in lines}
+    assert by_id == {old["segment_id"]: new["segment_id"], new["segment_id"]: "-"}
+
+
+def test_ls_into_a_closed_pipe_exits_0_quietly(tiered: tuple[str, Path]) -> None:
+    """``catalog ls | head``: before, ``error: : Broken pipe`` and exit 2. The pipe's reading
+    end is closed before the command starts, so its first write fails, every time."""
+    bucket, _ = tiered
+    read_end, write_end = os.pipe()
+    os.close(read_end)
+    try:
+        proc = subprocess.run(
+            [sys.executable, "-m", "gateway.cli", "catalog", "ls", "--store", bucket,
+             "--key-prefix", "t/", "--topic", "orders", "--partition", "0"],
+            stdout=write_end, stderr=subprocess.PIPE, timeout=120, check=False,
+        )  # fmt: skip
+    finally:
+        os.close(write_end)
+    assert (proc.returncode, proc.stderr.decode()) == (0, "")

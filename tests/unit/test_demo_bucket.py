@@ -31,7 +31,7 @@ from gateway.metadata.model import TopicIdPartition
 from gateway.metadata.scan import BucketScanner, checkpoint_reader
 from gateway.remote.keyring import KeyRing
 from gateway.remote.keys import ObjectKey, Suffix, parse_object_key
-from gateway.remote.manifest import IndexType, RemoteLogSegmentMetadata, parse_manifest
+from gateway.remote.manifest import IndexType, ManifestSegmentMetadata, parse_manifest
 from gateway.remote.reader import RemoteSegment, SegmentReader
 from gateway.storage.factory import open_store
 from gateway.storage.filesystem import FilesystemStore
@@ -61,7 +61,7 @@ class Segment:
 
     key: ObjectKey
     remote: RemoteSegment
-    meta: RemoteLogSegmentMetadata
+    meta: ManifestSegmentMetadata
     log: bytes
     indexes: dict[IndexType, bytes | None]
 

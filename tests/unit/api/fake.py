@@ -2,7 +2,9 @@
 
 One topic ``orders`` (partitions 0 and 1) whose partition 0 holds ``BATCHES`` batches of
 ``RECORDS_PER_BATCH`` records each, every batch ``BATCH_BYTES`` bytes of opaque data. Records at
-offsets listed in ``aborted`` are dropped by read_committed decoding. ``fail`` makes a method
+offsets listed in ``aborted`` are dropped by read_committed decoding; ``values`` replaces the
+values (and the first header's value) of records by offset. A fetch at exactly the log end
+answers no batches (Kafka's fetch at the high watermark); past it, 416. ``fail`` makes a method
 raise; ``fail_fetch_after`` makes every fetch after the first n raise. Every call is recorded.
 """
 
@@ -10,14 +12,22 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
+from prometheus_client.core import CounterMetricFamily, Metric
+from prometheus_client.registry import Collector
+
 from gateway.config import Settings
 from gateway.deadline import Deadline
-from gateway.errors import GatewayError, OffsetOutOfRangeError, UnknownTopicOrPartitionError
+from gateway.errors import (
+    GatewayError,
+    NotReadyError,
+    OffsetOutOfRangeError,
+    UnknownTopicOrPartitionError,
+)
 from gateway.kafka.records import Record
 from gateway.service.protocol import OffsetSpec
 from gateway.service.types import (
@@ -46,14 +56,18 @@ def batch_data(index: int) -> bytes:
     return bytes([index]) * BATCH_BYTES
 
 
-def make_record(offset: int) -> FetchedRecord:
-    headers: list[tuple[str, bytes | None]] = [("h", b"\x00\xff"), ("n", None)]
+def make_record(offset: int, values: dict[int, bytes] | None = None) -> FetchedRecord:
+    value = None if offset % 7 == 6 else f"v{offset}".encode()
+    header = b"\x00\xff"
+    if values is not None and offset in values:
+        value = header = values[offset]
+    headers: list[tuple[str, bytes | None]] = [("h", header), ("n", None)]
     return FetchedRecord(
         record=Record(
             offset,
             1_700_000_000_000 + offset,
             None if offset % 2 else f"k{offset}".encode(),
-            None if offset % 7 == 6 else f"v{offset}".encode(),
+            value,
             headers,
         ),
         offset=offset,
@@ -69,14 +83,14 @@ class FakeService:
     not_ready_reason: str | None = None
     unreadable: tuple[UnreadableManifest, ...] = ()
     aborted: frozenset[int] = frozenset({10, 11, 12})
+    values: dict[int, bytes] = field(default_factory=dict)
     fail: dict[str, BaseException] = field(default_factory=dict)
     fail_fetch_after: int | None = None
     fail_fetch_with: BaseException = field(
         default_factory=lambda: GatewayError("should not happen")
     )
     calls: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
-    metrics: bytes = b"# TYPE tiered_gateway_fake_gets_total counter\n"
-    metrics_value: bytes = b"tiered_gateway_fake_gets_total 7.0\n"
+    fake_gets: int = 7  # the core's one metric: tiered_gateway_fake_gets_total
     fetch_delay_s: float = 0.0
     opened: int = 0
     closed: int = 0
@@ -175,7 +189,7 @@ class FakeService:
         if self.fetch_delay_s:
             await asyncio.sleep(self.fetch_delay_s)
         end = LOG_END if partition == 0 else 0
-        if not 0 <= offset < end:
+        if not 0 <= offset <= end:
             raise OffsetOutOfRangeError(f"offset {offset} outside [0, {end})", 0, end)
         first = offset // RECORDS_PER_BATCH
         batches: list[FetchedBatches] = []
@@ -196,7 +210,7 @@ class FakeService:
             TOPIC_ID,
             partition,
             tuple(batches),
-            batches[-1].last_offset + 1,
+            batches[-1].last_offset + 1 if batches else offset,
             0,
             end,
             aborted,
@@ -213,7 +227,7 @@ class FakeService:
                     continue
                 if isolation is IsolationLevel.READ_COMMITTED and o in self.aborted:
                     continue
-                out.append(make_record(o))
+                out.append(make_record(o, self.values))
         return out
 
     async def list_offsets(
@@ -233,8 +247,16 @@ class FakeService:
             return OffsetResult(-1, -1, None)
         return OffsetResult(max(found, 0), 1_700_000_000_000 + max(found, 0), 0)
 
-    def metrics_text(self) -> bytes:
-        return self.metrics + self.metrics_value
+    async def wait_ready(self) -> None:
+        if not self.is_ready:
+            raise NotReadyError(f"not ready: {self.not_ready_reason}")
+
+    async def catalog_topics(self) -> frozenset[str]:
+        return frozenset((TOPIC, "audit")) if self.is_ready else frozenset()
+
+    @property
+    def collector(self) -> Collector:
+        return _FakeCollector(self)
 
     def factory(self) -> Any:
         """A ``service_factory`` for :func:`gateway.api.create_app` that yields this fake."""
@@ -248,3 +270,11 @@ class FakeService:
                 self.closed += 1
 
         return open_fake
+
+
+class _FakeCollector(Collector):
+    def __init__(self, fake: FakeService) -> None:
+        self._fake = fake
+
+    def collect(self) -> Iterator[Metric]:
+        yield CounterMetricFamily("tiered_gateway_fake_gets", "GETs", value=self._fake.fake_gets)

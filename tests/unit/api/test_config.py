@@ -4,6 +4,7 @@ byte sizes, key pairs, the serve flags generated from the settings, docs for eve
 from __future__ import annotations
 
 import argparse
+import typing
 from pathlib import Path
 
 import pytest
@@ -187,13 +188,19 @@ def test_every_setting_is_documented() -> None:
         assert f"TIERED_GATEWAY_{name.upper()}" in text, name
 
 
-def test_settings_satisfy_the_service_settings_protocol() -> None:
-    core = pytest.importorskip("gateway.service.core")
-    wanted = getattr(core, "ServiceSettings", None)
-    if wanted is None:
-        pytest.skip("no ServiceSettings protocol")
-    missing = [n for n in wanted.__annotations__ if n not in Settings.model_fields]
-    assert missing == []
+def test_open_service_takes_the_settings_type() -> None:
+    """One settings type: the service opens from ``gateway.config.Settings`` itself."""
+    from gateway.service.open import open_service  # noqa: PLC0415
+
+    hints = typing.get_type_hints(open_service)
+    assert hints["settings"] is Settings
+
+
+def test_log_format_is_a_setting() -> None:
+    assert load_settings({"store": "file:///x"}).log_format == "text"
+    assert load_settings({"store": "file:///x", "log_format": "json"}).log_format == "json"
+    with pytest.raises(ConfigurationError, match="'log_format'"):
+        load_settings({"store": "file:///x", "log_format": "xml"})
 
 
 def test_s3_data_plane_and_retry_delay_settings() -> None:

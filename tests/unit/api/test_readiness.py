@@ -7,17 +7,20 @@ import contextlib
 import shutil
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
-import pytest
 from fastapi.testclient import TestClient
 
 from gateway.api import create_app
 from gateway.config import Settings
-from gateway.demo import DemoBucket, write_demo_bucket
-from gateway.remote.keys import ObjectKey, Suffix, encode_uuid
+from gateway.demo import DemoBucket
+from gateway.kafka.uuids import encode_uuid
+from gateway.remote.keys import ObjectKey, Suffix
+from gateway.service.core import GatewayService
+from gateway.service.open import open_service
 from gateway.service.types import UnreadableManifest
+from tests.fixtures.demo import copy_demo_bucket
 from tests.unit.api.fake import TOPIC, TOPIC_ID, FakeService
 
 OTHER_ID = uuid.UUID(int=0x0DD)
@@ -71,13 +74,20 @@ def test_a_degraded_catalog_is_200_with_the_partitions_and_keys(
 # --- the real service ------------------------------------------------------------------------
 
 
-@pytest.fixture(scope="module")
-def demo(tmp_path_factory: pytest.TempPathFactory) -> DemoBucket:
-    return write_demo_bucket(tmp_path_factory.mktemp("demo") / "bucket-root")
+class _Real:
+    """A client of the app with the real service, and that service (to wait on)."""
+
+    def __init__(self, client: TestClient, service: GatewayService) -> None:
+        self.client = client
+        self.service = service
+
+    def wait_ready(self) -> None:
+        assert self.client.portal is not None
+        self.client.portal.call(self.service.wait_ready)
 
 
 @contextlib.contextmanager
-def _real(demo: DemoBucket, root: Path) -> Iterator[TestClient]:
+def _real(demo: DemoBucket, root: Path) -> Iterator[_Real]:
     """The app with the real service (``open_service``) over the filesystem store ``root``."""
     settings = Settings(
         store=f"file://{root}",
@@ -85,16 +95,16 @@ def _real(demo: DemoBucket, root: Path) -> Iterator[TestClient]:
         key_pairs=[demo.key_pair_spec],
         rescan_interval_s=0,
     )
-    with TestClient(create_app(settings)) as c:
-        yield c
+    opened: list[GatewayService] = []
 
+    @contextlib.asynccontextmanager
+    async def capture(s: Settings) -> AsyncIterator[GatewayService]:
+        async with open_service(s) as service:
+            opened.append(service)
+            yield service
 
-def _wait(client: TestClient, status: int) -> None:
-    for _ in range(3000):  # up to a minute: only a hang fails
-        if client.get("/readyz").status_code == status:
-            return
-        time.sleep(0.02)
-    raise AssertionError(f"/readyz never answered {status}")
+    with TestClient(create_app(settings, capture)) as c:
+        yield _Real(c, opened[0])
 
 
 def test_the_real_service_is_not_ready_while_the_store_cannot_be_listed(
@@ -103,7 +113,8 @@ def test_the_real_service_is_not_ready_while_the_store_cannot_be_listed(
     """Started on a store root that is not there, the gateway is not ready with an empty
     catalog: /readyz is 503 with the reason and every data route 503 not_ready (not 404)."""
     root = tmp_path / "mnt" / "bucket"
-    with _real(demo, root) as client:
+    with _real(demo, root) as real:
+        client = real.client
         for _ in range(3000):
             r = client.get("/readyz")
             if "not a directory" in r.json().get("message", ""):
@@ -116,20 +127,20 @@ def test_the_real_service_is_not_ready_while_the_store_cannot_be_listed(
             assert got.json()["error_code"] == "not_ready" and got.json()["retriable"] is True
             assert "retry-after" in got.headers
         shutil.copytree(demo.root / "bucket", root)  # the store is back: the scan is retried
-        _wait(client, 200)
+        real.wait_ready()
         assert client.get("/readyz").json() == {"status": "ready"}
         assert client.get("/v1/topics/orders/partitions/0/records?offset=0").status_code == 200
 
 
 def test_the_real_service_reports_unreadable_manifests(demo: DemoBucket, tmp_path: Path) -> None:
-    root = tmp_path / "bucket"
-    shutil.copytree(demo.root / "bucket", root)
+    root = copy_demo_bucket(demo, tmp_path)
     ghost = ObjectKey(demo.key_prefix, "ghost", OTHER_ID, 2, 40, uuid.UUID(int=9), Suffix.MANIFEST)
     path = root.joinpath(*ghost.key.split("/"))
     path.parent.mkdir(parents=True)
     path.write_bytes(b"[]")
-    with _real(demo, root) as client:
-        _wait(client, 200)
+    with _real(demo, root) as real:
+        real.wait_ready()
+        client = real.client
         body = client.get("/readyz").json()
         assert body["status"] == "degraded"
         (part,) = body["degraded"]
@@ -145,5 +156,5 @@ def test_the_real_service_reports_unreadable_manifests(demo: DemoBucket, tmp_pat
         topics = {t["name"]: t["topic_ids"] for t in client.get("/v1/topics").json()["topics"]}
         assert topics["ghost"] == [encode_uuid(OTHER_ID)]
         metrics = client.get("/metrics").text
-        assert 'tiered_gateway_unreadable_manifests{topic="ghost",partition="2"} 1' in metrics
+        assert 'tiered_gateway_unreadable_manifests{partition="2",topic="ghost"} 1.0' in metrics
         assert "tiered_gateway_rescans_aborted_total 0" in metrics

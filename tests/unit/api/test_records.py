@@ -14,7 +14,7 @@ from fastapi.testclient import TestClient
 from gateway.api import records, render
 from gateway.api.render import choose_media_type
 from gateway.errors import CorruptRecordError, StorageUnavailableError
-from gateway.remote.keys import encode_uuid
+from gateway.kafka.uuids import encode_uuid
 from gateway.service.types import IsolationLevel
 from tests.unit.api.conftest import DEFAULT_MAX_BYTES, MAX_RESPONSE_BYTES, PAGE_BYTES
 from tests.unit.api.fake import (
@@ -52,6 +52,7 @@ def test_json_is_the_default(client: TestClient, fake: FakeService) -> None:
         "next_offset": 15,
         "log_start_offset": 0,
         "log_end_offset": LOG_END,
+        "end_of_remote_log": False,
     }
     assert [rec["offset"] for rec in body["records"]] == list(range(7, 15))
     assert body["records"][0] == {
@@ -100,15 +101,15 @@ def test_large_pages_are_rendered_in_a_worker_thread(
 ) -> None:
     threads: list[str] = []
 
-    def spy(render: Callable[..., bytes]) -> Callable[..., bytes]:
-        def wrapped(*args: Any) -> bytes:
+    def spy(render: Callable[..., Any]) -> Callable[..., Any]:
+        def wrapped(*args: Any) -> Any:
             threads.append(threading.current_thread().name)
             return render(*args)
 
         return wrapped
 
     monkeypatch.setattr(records, "records_document", spy(render.records_document))
-    monkeypatch.setattr(records, "ndjson_lines", spy(render.ndjson_lines))
+    monkeypatch.setattr(records, "ndjson_prefix", spy(render.ndjson_prefix))
     monkeypatch.setattr(render, "OFFLOAD_RECORDS", 5)
     small = client.get(URL, params={"offset": 0, "max_bytes": 100}, headers={"Accept": accept})
     large = client.get(URL, params={"offset": 0, "max_bytes": 500}, headers={"Accept": accept})
@@ -136,7 +137,12 @@ def test_ndjson_streams_pages_until_the_budget(client: TestClient, fake: FakeSer
     *records, last = lines
     assert [rec["offset"] for rec in records] == list(range(35))
     assert records[0]["value"] == _b64(b"v0")
-    assert last == {"next_offset": 35, "log_start_offset": 0, "log_end_offset": LOG_END}
+    assert last == {
+        "next_offset": 35,
+        "log_start_offset": 0,
+        "log_end_offset": LOG_END,
+        "end_of_remote_log": False,
+    }
     # pages of stream_page_bytes, the last one cut to what the budget leaves
     assert [c["max_bytes"] for c in fake.called("fetch")] == [PAGE_BYTES, PAGE_BYTES, 100]
     assert [c["offset"] for c in fake.called("fetch")] == [0, 15, 30]
@@ -147,7 +153,7 @@ def test_ndjson_stops_at_the_end_of_the_remote_log(client: TestClient, fake: Fak
     r = client.get(URL, params={"offset": start}, headers=NDJSON)
     *records, last = _lines(r.text)
     assert [rec["offset"] for rec in records] == list(range(start, LOG_END))
-    assert last["next_offset"] == LOG_END
+    assert last["next_offset"] == LOG_END and last["end_of_remote_log"] is True
     assert fake.called("fetch")[0]["max_bytes"] == PAGE_BYTES
     assert len(fake.called("fetch")) == 2  # no fetch at the log end
 

@@ -4,6 +4,10 @@ from __future__ import annotations
 
 import json
 import logging
+import os
+import re
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -16,7 +20,10 @@ from gateway.cli import main
 from gateway.commands import serve as serve_command
 from gateway.commands.serve import DEMO_MARKER, clear_demo_root, write_demo
 from gateway.config import Settings
+from gateway.demo import DemoBucket
 from gateway.errors import ConfigurationError
+from tests.fixtures.ports import LOCALHOST, listening_port
+from tests.integration.serve import stop, wait_ready
 from tests.unit.api.fake import LOG_END, FakeService
 from tests.unit.api.server import running
 
@@ -172,3 +179,47 @@ def test_serve_preflight_names_bad_key_files_and_missing_folders(
     spec = f"k={tmp_path / 'none.pem'}"
     assert main(["serve", "--store", tmp_path.as_uri(), "--key-pair", spec]) == 2
     assert "cannot read" in capsys.readouterr().err
+
+
+TEXT_LINE = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z [A-Z]+ [\w.]+: .*")
+
+
+@pytest.mark.parametrize("log_format", ["text", "json"])
+def test_serve_logs_in_one_format_with_the_request_id(
+    demo: DemoBucket, tmp_path: Path, log_format: str
+) -> None:
+    """A real ``serve`` process: every line on stderr, uvicorn's included, is in the chosen
+    format; the access line of a request names its ``X-Request-ID``; the start warns about the
+    demo's encrypted topic when its key pair is not configured."""
+    log_path = tmp_path / "serve.log"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TIERED_GATEWAY_")}
+    with log_path.open("wb") as log:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "gateway.cli", "serve", "--store", demo.store_url,
+             "--key-prefix", demo.key_prefix, "--port", "0", "--rescan-interval-s", "0",
+             "--log-format", log_format],
+            stdout=log, stderr=subprocess.STDOUT, env=env,
+        )  # fmt: skip
+    try:
+        base = f"http://{LOCALHOST}:{listening_port(proc)}"
+        wait_ready(base, proc, log_path)
+        r = httpx.get(f"{base}/v1/topics", headers={"X-Request-ID": "req-42"})
+        assert r.status_code == 200 and r.headers["x-request-id"] == "req-42"
+    finally:
+        stop(proc)
+    lines = [line for line in log_path.read_text().splitlines() if line]
+    assert len(lines) >= 3, lines
+    if log_format == "json":
+        entries = [json.loads(line) for line in lines]
+        assert all({"ts", "level", "logger", "message"} <= e.keys() for e in entries), lines
+        access = [
+            e for e in entries if e["logger"] == "uvicorn.access" and "/v1/topics" in e["message"]
+        ]
+        assert [e.get("request_id") for e in access] == ["req-42"]
+        messages = [e["message"] for e in entries if e["level"] == "WARNING"]
+    else:
+        assert all(TEXT_LINE.fullmatch(line) for line in lines), lines
+        access = [line for line in lines if "uvicorn.access" in line and "/v1/topics" in line]
+        assert len(access) == 1 and access[0].endswith("[request_id=req-42]")
+        messages = [line for line in lines if " WARNING " in line]
+    assert any("key pair id 'demo'" in m and "--key-pair demo=PATH" in m for m in messages)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import os
 import stat
 import uuid
@@ -13,11 +12,12 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from gateway.cache.chunk_disk import ChunkDiskTier
+from gateway.config import Settings
 from gateway.deadline import Deadline
-from gateway.demo import DemoBucket, write_demo_bucket
+from gateway.demo import DemoBucket
 from gateway.errors import StorageUnavailableError
 from gateway.storage.filesystem import FilesystemStore
-from tests.unit.service.support import Settings, ready_service
+from tests.unit.service.support import ready_service
 from tests.unit.service.test_service_demo import RU, expected_records, walk
 
 SID = uuid.UUID(int=7)
@@ -81,11 +81,6 @@ def test_a_truncated_file_is_never_served(tmp_path: Path) -> None:
     assert tier.read((SID, 0)) is None
 
 
-@pytest.fixture(scope="module")
-def demo(tmp_path_factory: pytest.TempPathFactory) -> DemoBucket:
-    return write_demo_bucket(tmp_path_factory.mktemp("disk-demo") / "root")
-
-
 async def test_a_restarted_gateway_reads_chunks_from_disk(
     demo: DemoBucket, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -108,7 +103,7 @@ async def test_a_restarted_gateway_reads_chunks_from_disk(
         return await real(self, key, start, end)
 
     monkeypatch.setattr(FilesystemStore, "get_range", no_log_reads)
-    async with ready_service(dataclasses.replace(settings, retry_max_attempts=1)) as svc:
+    async with ready_service(settings.model_copy(update={"retry_max_attempts": 1})) as svc:
         got = await walk(svc, "orders", 0, RU, 1 << 20)
         assert [(g[0], g[3]) for g in got] == want  # every chunk came from the disk tier
         disk = svc.source.chunks.disk

@@ -15,6 +15,7 @@ from gateway.errors import (
     RemoteResourceNotFoundError,
     UnknownTopicOrPartitionError,
 )
+from gateway.kafka.uuids import decode_uuid
 from gateway.metadata.model import (
     MetadataEvent,
     PartitionDeleteState,
@@ -27,7 +28,6 @@ from gateway.metadata.model import (
 )
 from gateway.metadata.replay import EventSink, ReplayStats, replay
 from gateway.metadata.serde import RemoteLogSegmentMetadataSnapshot, encode_metadata_record
-from gateway.remote.keys import decode_uuid
 
 TP = TopicIdPartition(decode_uuid("AAAAAAAAAAAAAAAAAAAAAQ"), 7, "foo")
 SEG_A = RemoteLogSegmentId(TP, decode_uuid("AAAAAAAAAAAAAAAAAAAAAg"))

@@ -29,7 +29,7 @@ from gateway.metadata.model import SegmentState, TopicIdPartition
 from gateway.metadata.scan import BucketScanner, UnreadableSegment, checkpoint_reader
 from gateway.remote.keyring import KeyRing
 from gateway.remote.keys import ObjectKey, Suffix
-from gateway.remote.manifest import RemoteLogSegmentMetadata as ManifestMetadata
+from gateway.remote.manifest import ManifestSegmentMetadata as ManifestMetadata
 from gateway.remote.manifest import SegmentManifest
 from gateway.remote.reader import SegmentReader
 from gateway.remote.tiering import (

@@ -12,6 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from gateway.errors import CorruptMetadataRecordError, GatewayError
+from gateway.kafka.uuids import decode_uuid
 from gateway.metadata.model import (
     PartitionDeleteState,
     RemoteLogSegmentId,
@@ -30,7 +31,6 @@ from gateway.metadata.serde import (
     encode_metadata_record,
     encode_record,
 )
-from gateway.remote.keys import decode_uuid
 
 INT32_MAX, INT64_MAX = 2**31 - 1, 2**63 - 1
 
@@ -214,6 +214,8 @@ def test_unknown_tags_are_skipped_everywhere() -> None:
         (SEGMENT_GOLDEN + h("DE AD"), "2 byte"),
         (b"", "frame version at byte 0 runs past the end"),
         (h("81 80 80 80 80 00"), "longer than 5 bytes"),
+        (h("80 80 80 80 08"), "frame version at byte 0 is 2147483648, over its limit 2147483647"),
+        (h("01 01 00 | 80 80 80 80 08"), "topic name length at byte 3 is 2147483648"),
         (h("01 01 00 | 00") + UPDATE_GOLDEN[7:], "topic name at byte 3 is null"),
         (h("01 01 00 | 02 FF") + UPDATE_GOLDEN[7:], "not UTF-8"),
         (UPDATE_GOLDEN[:-2] + h("07 00"), "unknown RemoteLogSegmentState 7"),

@@ -19,9 +19,9 @@ from gateway.remote.chunk_index import (
     ChunkIndex,
     FixedChunkIndex,
     VariableChunkIndex,
-    build_chunk_index,
     parse_chunk_index,
 )
+from gateway.remote.chunk_index_builder import build_chunk_index
 from gateway.remote.chunk_sizes import (
     MAX_CHUNK_SIZES_BYTES,
     decode_chunk_sizes,

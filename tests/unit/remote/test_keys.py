@@ -1,4 +1,4 @@
-"""Object keys: §1.1 examples, Kafka Uuid text, parsing from the right, §1.3 custom metadata."""
+"""Object keys: §1.1 examples, parsing from the right, the §1.3 override, segment keys."""
 
 from __future__ import annotations
 
@@ -8,19 +8,13 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gateway.errors import CorruptDataError, InvalidKeyError
-from gateway.remote.keys import (
-    ObjectKey,
+from gateway.errors import InvalidKeyError
+from gateway.kafka.uuids import decode_uuid, encode_uuid
+from gateway.metadata.model import RemoteLogSegmentId, RemoteLogSegmentMetadata, TopicIdPartition
+from gateway.remote.custom_metadata import (
     SegmentCustomMetadata,
-    Suffix,
-    b64decode_standard,
-    decode_custom_metadata,
-    decode_uuid,
-    encode_custom_metadata,
-    encode_uuid,
-    parse_object_key,
-    validate_topic,
 )
+from gateway.remote.keys import ObjectKey, Suffix, parse_object_key, segment_key
 
 SETTINGS = settings(max_examples=200, deadline=None)
 
@@ -67,36 +61,6 @@ def test_spec_examples(key: str, parts: tuple[str, str, str, int, int, str, Suff
     assert parsed.key == key
     assert str(parsed) == key
     assert parse_object_key(key, prefix=prefix) == parsed
-
-
-def test_uuid_text_form() -> None:
-    # Kafka Uuid(0, 1).toString() and Uuid.ZERO_UUID
-    assert encode_uuid(uuid.UUID(int=1)) == ID1
-    assert encode_uuid(uuid.UUID(int=0)) == ID0
-    assert decode_uuid(ID1) == uuid.UUID(int=1)
-    # msb first, then lsb, both big-endian
-    value = uuid.UUID(bytes=bytes(range(16)))
-    assert encode_uuid(value) == "AAECAwQFBgcICQoLDA0ODw"
-    assert decode_uuid("-_-_-_-_-_-_-_-_-_-_-w").bytes == bytes.fromhex("fbffbf" * 5 + "fb")
-
-
-@pytest.mark.parametrize(
-    "text",
-    [
-        "",
-        "AAAAAAAAAAAAAAAAAAAAA",  # 21
-        "AAAAAAAAAAAAAAAAAAAAAAA",  # 23
-        "AAAAAAAAAAAAAAAAAAAAAQ==",  # padded
-        "AAAAAAAAAAAAAAAAAAAA+Q",  # standard alphabet
-        "AAAAAAAAAAAAAAAAAAAA/Q",
-        "AAAAAAAAAAAAAAAAAAAAAB",  # non-zero trailing bits
-        "AAAAAAAAAAAAAAAAAAAA\u00c5Q",
-        " AAAAAAAAAAAAAAAAAAAAQ",
-    ],
-)
-def test_bad_uuid_text(text: str) -> None:
-    with pytest.raises(InvalidKeyError):
-        decode_uuid(text)
 
 
 def test_key_for_other_suffixes_and_main_path() -> None:
@@ -222,13 +186,6 @@ def test_invalid_object_key_values(kwargs: dict[str, object]) -> None:
         ObjectKey(**values)  # type: ignore[arg-type]
 
 
-def test_validate_topic() -> None:
-    validate_topic("a" * 249)
-    validate_topic("._-aZ09")
-    with pytest.raises(InvalidKeyError):
-        validate_topic("a" * 250)
-
-
 def test_largest_values_render() -> None:
     key = ObjectKey(
         "", "t", uuid.UUID(int=0), (1 << 31) - 1, (1 << 63) - 1, uuid.UUID(int=0), Suffix.LOG
@@ -311,87 +268,17 @@ def test_mutated_keys_invalid_or_exact(key: ObjectKey, data: st.DataObject) -> N
     assert parsed.key == mutated
 
 
-# --- Base64 helper ---------------------------------------------------------------------------
+# --- segment keys from RLMM metadata ---------------------------------------------------------
 
 
-@pytest.mark.parametrize(
-    ("text", "raw"),
-    [("", b""), ("CgsMDQ==", b"\n\x0b\x0c\r"), ("CgsMDQ", b"\n\x0b\x0c\r"), ("+/8=", b"\xfb\xff")],
-)
-def test_b64decode_standard(text: str, raw: bytes) -> None:
-    assert b64decode_standard(text) == raw
-
-
-@pytest.mark.parametrize(
-    "text", ["C", "CgsMDQ=", "CgsMDQ===", "Cg==Cg==", "Cg sM", "-_8=", "=", "Zm9v\n"]
-)
-def test_b64decode_standard_rejects(text: str) -> None:
-    with pytest.raises(ValueError):
-        b64decode_standard(text)
-
-
-# --- custom metadata (§1.3) ------------------------------------------------------------------
-
-
-def test_custom_metadata_golden() -> None:
-    golden = bytes.fromhex("02 00 02 C8 01 02 04 04 66 6F 6F")
-    metadata = SegmentCustomMetadata(remote_size=100, object_key="foo")
-    assert encode_custom_metadata(metadata) == golden
-    assert decode_custom_metadata(golden) == metadata
-    assert encode_custom_metadata(SegmentCustomMetadata()) == b""
-    assert decode_custom_metadata(b"") == SegmentCustomMetadata()
-
-
-def test_custom_metadata_all_fields_and_unknown_tag() -> None:
-    data = encode_custom_metadata(SegmentCustomMetadata(-1, "pre/", "main"))
-    assert data[:3] == bytes([3, 0, 1]) and data[3] == 1  # 3 fields, tag 0, len 1, zig-zag(-1)=1
-    assert decode_custom_metadata(data) == SegmentCustomMetadata(-1, "pre/", "main")
-    # An unknown tag 5 after the known ones is skipped.
-    with_unknown = bytes([4]) + data[1:] + bytes([5, 2, 0xAA, 0xBB])
-    assert decode_custom_metadata(with_unknown) == SegmentCustomMetadata(-1, "pre/", "main")
-
-
-@pytest.mark.parametrize(
-    "hexdata",
-    [
-        "01",  # count without field
-        "01 00",  # tag without length
-        "01 00 05 01",  # value runs past the end
-        "02 02 01 01 00 01 00",  # tags out of order
-        "02 00 01 00 00 01 00",  # repeated tag
-        "01 01 01 00",  # null compact string
-        "01 01 02 05 61",  # string length does not match the field
-        "01 00 02 C8 01 FF",  # trailing byte
-        "01 00 03 C8 01 00",  # varlong does not fill its field
-        "01 01 03 03 FF FE",  # not UTF-8
-        "FF FF FF FF FF FF",  # over-long varint
-        "01 00 0B FF FF FF FF FF FF FF FF FF FF 01",  # varlong over 10 bytes
-        "01 00 0A FF FF FF FF FF FF FF FF FF 7F",  # varlong past int64
-    ],
-)
-def test_corrupt_custom_metadata(hexdata: str) -> None:
-    with pytest.raises(CorruptDataError):
-        decode_custom_metadata(bytes.fromhex(hexdata))
-
-
-@SETTINGS
-@given(
-    remote_size=st.none() | st.integers(-(1 << 63), (1 << 63) - 1),
-    object_prefix=st.none() | st.text(max_size=30),
-    object_key=st.none() | st.text(max_size=30),
-)
-def test_custom_metadata_round_trip(
-    remote_size: int | None, object_prefix: str | None, object_key: str | None
-) -> None:
-    metadata = SegmentCustomMetadata(remote_size, object_prefix, object_key)
-    assert decode_custom_metadata(encode_custom_metadata(metadata)) == metadata
-
-
-@SETTINGS
-@given(st.binary(max_size=40))
-def test_custom_metadata_random_bytes(data: bytes) -> None:
-    try:
-        decoded = decode_custom_metadata(data)
-    except CorruptDataError:
-        return
-    assert decode_custom_metadata(encode_custom_metadata(decoded)) == decoded
+def test_segment_key_from_rlmm_metadata() -> None:
+    tp = TopicIdPartition(decode_uuid(ID1), 7, "topic")
+    meta = RemoteLogSegmentMetadata(
+        RemoteLogSegmentId(tp, decode_uuid(ID0)), 1234, 2000, 0, 0, 0, ((0, 1234),), 10
+    )
+    key = segment_key("prefix/", meta)
+    assert key.key == (
+        "prefix/topic-AAAAAAAAAAAAAAAAAAAAAQ/7/00000000000000001234-AAAAAAAAAAAAAAAAAAAAAA.log"
+    )
+    assert segment_key("prefix/", meta, Suffix.MANIFEST) == key.with_suffix(Suffix.MANIFEST)
+    assert segment_key("prefix/", meta, "indexes").suffix is Suffix.INDEXES

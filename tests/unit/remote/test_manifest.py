@@ -11,19 +11,20 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from gateway.errors import CorruptManifestError
+from gateway.kafka.uuids import decode_uuid, encode_uuid
 from gateway.remote.chunk_index import ChunkIndex, FixedChunkIndex, VariableChunkIndex
 from gateway.remote.chunk_sizes import encode_transformed_chunks
-from gateway.remote.keys import Suffix, decode_uuid, encode_uuid, parse_object_key
+from gateway.remote.keys import Suffix, parse_object_key
 from gateway.remote.manifest import (
     EncryptionMetadata,
     IndexType,
-    RemoteLogSegmentMetadata,
+    ManifestIndexes,
+    ManifestSegmentMetadata,
     SegmentIndex,
-    SegmentIndexes,
     SegmentManifest,
     parse_manifest,
-    serialize_manifest,
 )
+from gateway.remote.manifest_writer import serialize_manifest
 from tests.unit.remote.mutations import mutate
 
 SETTINGS = settings(max_examples=200, deadline=None)
@@ -69,7 +70,7 @@ WITHOUT_ENCRYPTION = manifest_json()
 WITHOUT_TXN_INDEX = manifest_json(indexes=INDEXES_NO_TXN_JSON)
 COMPLETE_EXAMPLE = manifest_json(encryption=ENCRYPTION_JSON)  # §2.5 with concrete values
 
-EXPECTED_RLSM = RemoteLogSegmentMetadata(
+EXPECTED_RLSM = ManifestSegmentMetadata(
     topic_id=decode_uuid("lZ6vvmajTWKDBUTV6SQAtQ"),
     topic="topic1",
     partition=42,
@@ -81,7 +82,7 @@ EXPECTED_RLSM = RemoteLogSegmentMetadata(
     event_timestamp_ms=2000000000,
     segment_leader_epochs=((0, 100), (1, 200), (2, 300)),
 )
-ONE_BYTE_EACH = SegmentIndexes.from_sizes(1, 1, 1, 1, 1)
+ONE_BYTE_EACH = ManifestIndexes.from_sizes(1, 1, 1, 1, 1)
 
 
 # --- golden ----------------------------------------------------------------------------------
@@ -189,7 +190,7 @@ def test_jackson_string_escaping() -> None:
     key_id = 'a"b\\c\nd\te\x01f\x1fg/h\u00e9\u2028\U0001f600'
     manifest = SegmentManifest(
         FixedChunkIndex(1, 1, 1, 1),
-        SegmentIndexes.from_sizes(0, 0, 0, 0, None),
+        ManifestIndexes.from_sizes(0, 0, 0, 0, None),
         False,
         EncryptionMetadata(key_id, b"\x01", b""),
         None,
@@ -222,15 +223,15 @@ def test_model_validation() -> None:
     with pytest.raises(ValueError):
         EncryptionMetadata("k", b"", b"")
     with pytest.raises(ValueError):
-        RemoteLogSegmentMetadata(
+        ManifestSegmentMetadata(
             uuid.UUID(int=0), "t", 0, uuid.UUID(int=0), 0, 0, 0, 0, 0, ((1, 2), (1, 3))
         )
     with pytest.raises(ValueError):
-        RemoteLogSegmentMetadata(uuid.UUID(int=0), "t", -1, uuid.UUID(int=0), 0, 0, 0, 0, 0)
+        ManifestSegmentMetadata(uuid.UUID(int=0), "t", -1, uuid.UUID(int=0), 0, 0, 0, 0, 0)
 
 
 def test_from_sizes_is_cumulative() -> None:
-    indexes = SegmentIndexes.from_sizes(80, 120, 0, 30, 44)
+    indexes = ManifestIndexes.from_sizes(80, 120, 0, 30, 44)
     assert [indexes[t] for t in IndexType] == [
         SegmentIndex(0, 80),
         SegmentIndex(80, 120),
@@ -382,7 +383,7 @@ ENCRYPTIONS = st.builds(
     EncryptionMetadata, KEY_IDS, st.binary(min_size=1, max_size=600), st.binary(max_size=40)
 )
 METADATA = st.builds(
-    RemoteLogSegmentMetadata,
+    ManifestSegmentMetadata,
     topic_id=UUIDS,
     topic=TEXT,
     partition=INT32,
@@ -400,7 +401,7 @@ MANIFESTS = st.builds(
     SegmentManifest,
     chunk_index=chunk_indexes(),
     segment_indexes=st.builds(
-        SegmentIndexes.from_sizes,
+        ManifestIndexes.from_sizes,
         st.integers(0, 1 << 20),
         st.integers(0, 1 << 20),
         st.integers(0, 1 << 20),

@@ -378,7 +378,7 @@ def test_frame_without_content_size_is_refused() -> None:
         b"\x28\xb5\x2f\xfd",
         b"not zstd at all",
         bytes(64),
-        os.urandom(64),
+        pytest.param(os.urandom(64), id="random-64"),  # a stable id: xdist workers must agree
         bytes.fromhex("502A4D18") + (4).to_bytes(4, "little") + b"abcd",  # skippable frame
     ],
 )

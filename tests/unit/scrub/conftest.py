@@ -4,16 +4,11 @@ from pathlib import Path
 
 import pytest
 
-from gateway.demo import DemoBucket, write_demo_bucket
+from gateway.demo import DemoBucket
 from tests.unit.scrub.helpers import Bucket, copy_bucket
-
-
-@pytest.fixture(scope="session")
-def demo(tmp_path_factory: pytest.TempPathFactory) -> DemoBucket:
-    """Built once: the tests only read it (``bucket`` gives each test a copy to break)."""
-    return write_demo_bucket(tmp_path_factory.mktemp("scrub-demo"))
 
 
 @pytest.fixture
 def bucket(demo: DemoBucket, tmp_path: Path) -> Bucket:
+    """A copy of the demo bucket (``demo``, tests/fixtures/demo.py) for one test to break."""
     return copy_bucket(demo, tmp_path)

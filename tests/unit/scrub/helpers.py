@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -12,6 +11,7 @@ from gateway.remote.keys import Suffix, parse_object_key
 from gateway.remote.sync_reader import SyncSegmentReader
 from gateway.scrub import Finding, audit_segment, check_continuity, inventory
 from gateway.storage.sync import SyncStoreSpec
+from tests.fixtures.demo import copy_demo_bucket
 
 
 @dataclass
@@ -61,9 +61,7 @@ class Bucket:
 
 
 def copy_bucket(demo: DemoBucket, into: Path) -> Bucket:
-    root = into / "bucket"
-    shutil.copytree(demo.root / "bucket", root)
-    return Bucket(demo, root, demo.key_prefix)
+    return Bucket(demo, copy_demo_bucket(demo, into), demo.key_prefix)
 
 
 def problems(findings: list[Finding]) -> list[Finding]:

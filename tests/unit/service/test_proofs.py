@@ -9,15 +9,15 @@ each of these answered 200 with records missing or wrong (or never answered).
 from __future__ import annotations
 
 import asyncio
-import shutil
 import struct
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
+from gateway.config import Settings
 from gateway.deadline import Deadline
-from gateway.demo import DemoBucket, write_demo_bucket
+from gateway.demo import DemoBucket
 from gateway.errors import (
     CorruptDataError,
     CorruptIndexError,
@@ -29,23 +29,18 @@ from gateway.errors import (
 )
 from gateway.remote.manifest import IndexType, parse_manifest
 from gateway.service.core import GatewayService
+from gateway.service.protocol import OffsetSpec
 from gateway.service.types import IsolationLevel
-from tests.unit.service.support import Settings, ready_service
+from tests.unit.service.support import ready_service
 
 RU = IsolationLevel.READ_UNCOMMITTED
 TOPIC = "orders"
 
 
-@pytest.fixture(scope="module")
-def demo(tmp_path_factory: pytest.TempPathFactory) -> DemoBucket:
-    return write_demo_bucket(tmp_path_factory.mktemp("demo") / "bucket-root")
-
-
 @pytest.fixture
-def bucket(demo: DemoBucket, tmp_path: Path) -> Path:
-    copy = tmp_path / "bucket"
-    shutil.copytree(demo.root / "bucket", copy)
-    return copy
+def bucket(demo_copy: Path) -> Path:
+    """A copy of the demo bucket this test may damage."""
+    return demo_copy
 
 
 def objects(bucket: Path, suffix: str) -> list[Path]:
@@ -81,7 +76,7 @@ def settings(demo: DemoBucket, bucket: Path) -> Settings:
 async def walk(svc: GatewayService, max_bytes: int = 2048) -> list[int]:
     """Every offset a paging consumer reads; raises what the service raises."""
     info = await svc.partition(TOPIC, 0)
-    offset, got = info.remote_log_start_offset, []
+    offset, got = info.remote_log_start_offset, list[int]()
     while offset < info.remote_log_end_offset:
         result = await svc.fetch(
             TOPIC, 0, offset, max_bytes=max_bytes, isolation=RU, deadline=Deadline.after(20)
@@ -239,8 +234,12 @@ async def test_a_hole_in_the_lineage_is_a_gap_error_never_hopped(
 async def test_reading_past_the_end_is_still_out_of_range(demo: DemoBucket, bucket: Path) -> None:
     async with ready_service(settings(demo, bucket)) as svc:
         info = await svc.partition(TOPIC, 0)
+        end = info.remote_log_end_offset
+        at_end = await svc.fetch(TOPIC, 0, end, max_bytes=100, isolation=RU,
+                                 deadline=Deadline.after(10))  # fmt: skip
+        assert (at_end.batches, at_end.next_offset, at_end.log_end_offset) == ((), end, end)
         with pytest.raises(OffsetOutOfRangeError):
-            await svc.fetch(TOPIC, 0, info.remote_log_end_offset, max_bytes=100, isolation=RU,
+            await svc.fetch(TOPIC, 0, end + 1, max_bytes=100, isolation=RU,
                             deadline=Deadline.after(10))  # fmt: skip
 
 
@@ -262,7 +261,7 @@ async def test_a_manifest_that_cannot_be_read_still_claims_its_offsets(
         with pytest.raises(CorruptManifestError):
             await walk(svc, max_bytes=1 << 20)
         if which in (0, -1):  # the log's start or end is not known
-            spec = "earliest" if which == 0 else "latest"
+            spec: OffsetSpec = "earliest" if which == 0 else "latest"
             with pytest.raises(CorruptManifestError):
                 await svc.list_offsets(TOPIC, 0, spec, Deadline.after(10))
         with pytest.raises(CorruptManifestError):

@@ -16,34 +16,30 @@ from pathlib import Path
 
 import pytest
 
+from gateway.config import Settings
 from gateway.deadline import Deadline
-from gateway.demo import DemoBucket, write_demo_bucket
+from gateway.demo import DemoBucket
 from gateway.errors import (
     CorruptManifestError,
     DeadlineExceededError,
+    KeyNotConfiguredError,
     NotReadyError,
     StorageError,
     UnknownTopicOrPartitionError,
 )
 from gateway.remote.keys import ObjectKey, Suffix
-from gateway.service.core import GatewayService, open_service
+from gateway.service.core import GatewayService
+from gateway.service.open import open_service
 from gateway.service.types import IsolationLevel
-from tests.unit.service.support import Settings, ready_service
+from tests.unit.service.support import metrics_text, ready_service
 
 GHOST_ID = uuid.UUID(int=0x6057)
 
 
-@pytest.fixture(scope="module")
-def demo(tmp_path_factory: pytest.TempPathFactory) -> DemoBucket:
-    return write_demo_bucket(tmp_path_factory.mktemp("demo") / "bucket-root")
-
-
 @pytest.fixture
-def bucket(demo: DemoBucket, tmp_path: Path) -> Path:
+def bucket(demo_copy: Path) -> Path:
     """A copy of the demo bucket this test may damage."""
-    copy = tmp_path / "bucket"
-    shutil.copytree(demo.root / "bucket", copy)
-    return copy
+    return demo_copy
 
 
 def _settings(demo: DemoBucket, root: Path) -> Settings:
@@ -94,9 +90,9 @@ async def test_data_answers_503_not_ready_until_the_store_can_be_listed(
             with pytest.raises(NotReadyError, match="not a directory") as caught:
                 await call
             assert caught.value.status == 503 and caught.value.retriable
-        assert b"tiered_gateway_ready 0" in svc.metrics_text()
+        assert "tiered_gateway_ready 0.0" in metrics_text(svc)
         shutil.copytree(demo.root / "bucket", root)  # the volume is back
-        await _until(svc.ready, "the retried first scan")
+        await svc.wait_ready()  # the retried first scan
         assert "orders" in await svc.topics()
         assert (await svc.segments("orders", 0))[0].start_offset == 0
 
@@ -106,7 +102,6 @@ async def test_a_rescan_that_cannot_list_the_store_changes_nothing(
 ) -> None:
     """Today's bug: a store that could not be listed read as "every segment deleted"."""
     scanner = service.scanner
-    assert scanner is not None
     before = {t: await service.partitions(t) for t in await service.topics()}
     segments = await service.segments("orders", 0)
     moved = bucket.with_name("bucket.away")
@@ -119,7 +114,7 @@ async def test_a_rescan_that_cannot_list_the_store_changes_nothing(
     assert scanner.counters.aborted == 1
     assert {t: await service.partitions(t) for t in await service.topics()} == before
     assert await service.segments("orders", 0) == segments
-    assert b"tiered_gateway_rescans_aborted_total 1" in service.metrics_text()
+    assert "tiered_gateway_rescans_aborted_total 1.0" in metrics_text(service)
     assert service.readiness().ready
     report = await scanner.scan()  # the store is back: nothing to do
     assert (report.registered, report.removed) == (0, 0)
@@ -148,8 +143,8 @@ async def test_a_partition_whose_only_manifest_is_unreadable_is_502_not_unknown(
         assert (bad.topic, bad.topic_id, bad.partition) == ("ghost", GHOST_ID, 3)
         assert (bad.start_offset, bad.key) == (1000, key.key)
         assert "CorruptManifestError" in bad.reason
-        metrics = svc.metrics_text().decode()
-        assert 'tiered_gateway_unreadable_manifests{topic="ghost",partition="3"} 1' in metrics
+        metrics = metrics_text(svc)
+        assert 'tiered_gateway_unreadable_manifests{partition="3",topic="ghost"} 1.0' in metrics
 
 
 async def test_an_index_load_asked_for_with_no_time_left_is_started_not_dropped(
@@ -174,3 +169,58 @@ async def test_an_index_load_asked_for_with_no_time_left_is_started_not_dropped(
     assert indexes.base_offset == meta.start_offset
     stats = cache.stats()
     assert (stats.loads, stats.load_failures) == (1, 0)
+
+
+async def test_wait_ready_returns_after_the_first_scan_and_raises_when_closing(
+    demo: DemoBucket, tmp_path: Path
+) -> None:
+    """``wait_ready`` returns once the catalog is loaded; a service that closes before its
+    first scan ever completes (the store is not there) ends the wait with ``NotReadyError``."""
+    async with open_service(_settings(demo, demo.root / "bucket")) as svc:
+        await svc.wait_ready()
+        assert svc.ready() and "orders" in await svc.topics()
+    async with open_service(_settings(demo, tmp_path / "absent")) as svc:
+        waiter = asyncio.create_task(svc.wait_ready())
+        await asyncio.sleep(0)
+        assert not waiter.done()
+    with pytest.raises(NotReadyError, match="closing"):
+        await waiter
+
+
+async def test_metrics_have_no_created_series_and_read_the_components(
+    service: GatewayService,
+) -> None:
+    ru = IsolationLevel.READ_UNCOMMITTED
+    await service.fetch(
+        "orders", 0, 0, max_bytes=1 << 20, isolation=ru, deadline=Deadline.after(30)
+    )
+    text = metrics_text(service)
+    assert "_created" not in text
+    gets = re.search(r"^tiered_gateway_remote_gets_total (\S+)$", text, re.MULTILINE)
+    assert gets is not None and float(gets.group(1)) == service.reader.counters.gets > 0
+    assert 'tiered_gateway_remote_get_seconds_bucket{le="+Inf"}' in text
+    assert "tiered_gateway_bucket_scans_total 1.0" in text
+
+
+async def test_an_unconfigured_key_pair_is_warned_at_start_and_answers_key_not_configured(
+    demo: DemoBucket, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The demo's ``payments`` topic is encrypted with the ``demo`` key pair: without it the
+    start warns once, naming the id, the topic and the flag, and a read of it answers the typed
+    500 ``key_not_configured`` (not a bare internal error); other topics read as ever."""
+    settings = Settings(store=demo.store_url, key_prefix=demo.key_prefix)
+    with caplog.at_level("WARNING", logger="gateway.service.open"):
+        async with ready_service(settings) as svc:
+            await _until(lambda: any("key pair id" in r.message for r in caplog.records),
+                         "the warning after the first scan")  # fmt: skip
+            with pytest.raises(KeyNotConfiguredError) as caught:
+                await svc.fetch("payments", 0, 0, max_bytes=1 << 20,
+                                isolation=IsolationLevel.READ_UNCOMMITTED,
+                                deadline=Deadline.after(30))  # fmt: skip
+            assert (caught.value.status, caught.value.code) == (500, "key_not_configured")
+            assert not caught.value.retriable
+            assert "'demo'" in str(caught.value) and "--key-pair demo=PATH" in str(caught.value)
+            assert (await svc.partition("orders", 0)).partition == 0
+    warned = [r.getMessage() for r in caplog.records if "key pair id" in r.getMessage()]
+    assert len(warned) == 1
+    assert "payments" in warned[0] and "'demo'" in warned[0] and "--key-pair demo=PATH" in warned[0]

@@ -23,9 +23,10 @@ from cachetools import LRUCache
 
 from gateway.cache.chunks import ChunkCache
 from gateway.deadline import Deadline, wait_within
+from gateway.kafka.uuids import encode_uuid
 from gateway.metadata.model import RemoteLogSegmentMetadata
 from gateway.remote.keyring import KeyRing
-from gateway.remote.keys import ObjectKey, Suffix, encode_uuid
+from gateway.remote.keys import ObjectKey, Suffix, segment_key
 from gateway.remote.manifest import IndexType, parse_manifest
 from gateway.remote.reader import RemoteSegment, SegmentReader
 from indexcache import RemoteIndexCache, SegmentIndexBytes, SegmentIndexes, SegmentKey
@@ -91,16 +92,7 @@ class SegmentSource:
         await self.chunks.aclose()
 
     def object_key(self, meta: RemoteLogSegmentMetadata) -> ObjectKey:
-        tp = meta.partition
-        return ObjectKey(
-            self._prefix,
-            tp.topic,
-            tp.topic_id,
-            tp.partition,
-            meta.start_offset,
-            meta.segment_id.id,
-            Suffix.LOG,
-        )
+        return segment_key(self._prefix, meta)
 
     async def open(self, meta: RemoteLogSegmentMetadata, deadline: Deadline) -> RemoteSegment:
         """The segment's manifest and transform (cached; single-flight)."""

@@ -1,0 +1,140 @@
+"""The leader-epoch lineage of a bucket scan: checkpoints read, checked and recorded.
+
+Each partition's newest new segment carries, in its ``.indexes``, the broker's leader-epoch
+checkpoint: the whole epoch lineage up to that segment. It is read before the catalog changes
+(a store fault aborts the pass), and recorded only where the segments' own epoch maps agree
+with it (:func:`check_lineage`); a corrupt or missing checkpoint, or one the configured keys
+cannot open, is reported and passed over (the lineage then comes from the epoch maps).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import Awaitable, Callable
+
+from gateway.deadline import Deadline
+from gateway.errors import ConfigurationError, CorruptCheckpointError, GatewayError
+from gateway.kafka.epoch import parse_leader_epoch_checkpoint
+from gateway.metadata.manager import RemoteLogMetadataManager
+from gateway.metadata.manifests import ReadManifest, ScanReport, is_store_fault
+from gateway.metadata.model import RemoteLogSegmentMetadata, TopicIdPartition
+from gateway.remote.keyring import KeyRing
+from gateway.remote.keys import ObjectKey, Suffix
+from gateway.remote.manifest import IndexType, SegmentManifest
+from gateway.remote.reader import RemoteSegment, SegmentReader
+
+CheckpointReader = Callable[[ObjectKey, SegmentManifest], Awaitable[bytes | None]]
+"""Reads the LEADER_EPOCH piece of a segment's ``.indexes`` (``None`` when it cannot)."""
+
+Checkpoint = tuple[RemoteLogSegmentMetadata, ObjectKey, bytes]
+
+
+def checkpoint_reader(
+    reader: SegmentReader, keys: KeyRing, *, timeout: float = 30.0
+) -> CheckpointReader:
+    """A :data:`CheckpointReader` over a segment reader; segments encrypted with a key pair
+    that is not in ``keys`` are passed over (``None``), not failed."""
+
+    async def read(key: ObjectKey, manifest: SegmentManifest) -> bytes | None:
+        enc = manifest.encryption
+        if enc is not None and enc.key_id not in keys:
+            return None
+        segment = await asyncio.to_thread(RemoteSegment.open, key, manifest, keys)  # RSA unwrap
+        pieces = await reader.read_indexes(segment, Deadline.after(timeout))
+        return pieces[IndexType.LEADER_EPOCH]
+
+    return read
+
+
+def _skip(report: ScanReport, key: ObjectKey, exc: GatewayError) -> None:
+    report.skipped[key.with_suffix(Suffix.INDEXES).key] = f"{type(exc).__name__}: {exc}"
+
+
+async def read_checkpoints(
+    read_checkpoint: CheckpointReader,
+    read: list[ReadManifest],
+    known: dict[uuid.UUID, RemoteLogSegmentMetadata],
+    listed: dict[uuid.UUID, ObjectKey],
+    report: ScanReport,
+) -> list[Checkpoint]:
+    """The leader-epoch checkpoint of each partition's newest new segment (``read``), unless
+    a segment the catalog keeps (``known`` and still ``listed``) ends later. A corrupt or
+    missing checkpoint, or one that cannot be opened with the configured keys, is reported and
+    passed over; a store fault raises."""
+    newest: dict[TopicIdPartition, ReadManifest] = {}
+    for entry in read:
+        tp = entry[2].partition
+        if tp not in newest or entry[2].end_offset > newest[tp][2].end_offset:
+            newest[tp] = entry
+    staying: dict[TopicIdPartition, int] = {}  # partition -> highest end already kept
+    for sid, m in known.items():
+        if sid in listed:
+            staying[m.partition] = max(staying.get(m.partition, -1), m.end_offset)
+    out: list[Checkpoint] = []
+    for tp, (key, manifest, meta) in newest.items():
+        if staying.get(tp, -1) > meta.end_offset:
+            continue  # an older segment than what the manager has: its lineage is shorter
+        try:
+            data = await read_checkpoint(key, manifest)
+        except GatewayError as exc:
+            if is_store_fault(exc) and not isinstance(exc, ConfigurationError):
+                raise
+            _skip(report, key, exc)
+            continue
+        if data is not None:
+            out.append((meta, key, data))
+    return out
+
+
+def record_lineages(
+    manager: RemoteLogMetadataManager, checkpoints: list[Checkpoint], report: ScanReport
+) -> int:
+    """Record the checkpoints :func:`read_checkpoints` read, each checked against the catalog
+    (blocking); returns how many were recorded."""
+    count = 0
+    for meta, key, data in checkpoints:
+        tp = meta.partition
+        latest = manager.list_remote_log_segments(tp)
+        if latest and max(m.end_offset for m in latest) > meta.end_offset:
+            continue  # an older segment than what the manager has: its lineage is shorter
+        try:
+            entries = [(e.epoch, e.start_offset) for e in parse_leader_epoch_checkpoint(data)]
+            check_lineage(manager, tp, entries, key)
+            manager.set_epoch_lineage(tp, meta.segment_id.id, entries)
+        except GatewayError as exc:
+            _skip(report, key, exc)
+            continue
+        count += 1
+    return count
+
+
+def check_lineage(
+    manager: RemoteLogMetadataManager,
+    tp: TopicIdPartition,
+    entries: list[tuple[int, int]],
+    key: ObjectKey,
+) -> None:
+    """A checkpoint is trusted only where the segments' own epoch maps agree with it: each
+    of its epochs that starts inside the remote log starts there in the map of the segment
+    holding that offset, and the epoch it gives the remote log's first offset is the first
+    segment's. Raises :class:`CorruptCheckpointError` (O(entries) lookups, blocking)."""
+    start, end = manager.remote_log_start_offset(tp), manager.remote_log_end_offset(tp)
+    if start is None or end is None:
+        return
+    where = key.with_suffix(Suffix.INDEXES).key
+    before = [e for e in entries if e[1] <= start]
+    first = manager.remote_log_segment_metadata(tp, before[-1][0], start) if before else None
+    if first is None or first.segment_leader_epochs[0][0] != before[-1][0]:
+        raise CorruptCheckpointError(
+            f"{where}: the leader-epoch checkpoint {entries} does not give the remote log's "
+            f"first offset {start} the epoch its segment does"
+        )
+    for epoch, offset in entries:
+        if start < offset <= end:
+            holder = manager.remote_log_segment_metadata(tp, epoch, offset)
+            if holder is None or (epoch, offset) not in holder.segment_leader_epochs:
+                raise CorruptCheckpointError(
+                    f"{where}: the leader-epoch checkpoint starts epoch {epoch} at offset "
+                    f"{offset}; no segment's epoch map says so"
+                )

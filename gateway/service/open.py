@@ -1,0 +1,192 @@
+"""Everything a running gateway owns, opened from :class:`gateway.config.Settings`.
+
+:func:`open_service` builds the store client, thread pool, segment reader with retries,
+decoded-chunk cache, index cache, RLMM with its bucket scan and rescan task, and closes all of
+it on exit. The HTTP layer calls it from its lifespan.
+
+After the first scan it warns once for every key pair id that the scanned manifests name and
+the settings do not configure (reads of those segments answer 500 ``key_not_configured``). The
+scan reads the leader-epoch checkpoint of each partition's newest new segment only, so the key
+ids seen are those segments'; an older segment wrapped by a retired key is named when read.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import AsyncIterator
+from concurrent.futures import ThreadPoolExecutor
+
+from gateway.cache.chunk_disk import ChunkDiskTier
+from gateway.cache.chunks import ChunkCache
+from gateway.cache.segments import SegmentSource
+from gateway.config import Settings, env_name, flag_name
+from gateway.metadata.backend import MemoryBackend
+from gateway.metadata.manager import RemoteLogMetadataManager
+from gateway.metadata.open import STATE_DB
+from gateway.metadata.scan import BucketScanner, CheckpointReader, checkpoint_reader
+from gateway.metadata.sqlite import SQLiteBackend
+from gateway.remote.keyring import KeyRing
+from gateway.remote.keys import ObjectKey
+from gateway.remote.manifest import SegmentManifest
+from gateway.remote.reader import SegmentReader
+from gateway.service.core import GatewayService
+from gateway.storage.base import ObjectStore
+from gateway.storage.factory import open_store
+from gateway.storage.retry import Retrier
+
+log = logging.getLogger(__name__)
+
+
+class MissingKeys:
+    """The key pair ids that scanned manifests name and the key ring lacks: warned all at
+    once after the first scan (:meth:`warn`), then each as a rescan first meets it."""
+
+    def __init__(self, keys: KeyRing) -> None:
+        self._keys = keys
+        self._topics: dict[str, set[str]] = {}  # key id -> topics naming it, not yet warned
+        self._warned: set[str] = set()
+        self._armed = False
+
+    def watching(self, read: CheckpointReader) -> CheckpointReader:
+        """``read``, noting the key id of each encrypted manifest it is handed."""
+
+        async def noted(key: ObjectKey, manifest: SegmentManifest) -> bytes | None:
+            enc = manifest.encryption
+            if enc is not None and enc.key_id not in self._keys:
+                if enc.key_id not in self._warned:
+                    self._topics.setdefault(enc.key_id, set()).add(key.topic)
+                if self._armed:
+                    self.warn()
+            return await read(key, manifest)
+
+        return noted
+
+    def warn(self) -> None:
+        """Warn for each key id noted since the last call; from now on, as soon as noted."""
+        self._armed = True
+        for key_id, topics in sorted(self._topics.items()):
+            self._warned.add(key_id)
+            log.warning(
+                "encrypted segments of topic(s) %s name key pair id %r, which is not "
+                "configured: reads of them answer 500 key_not_configured; add %s %s=PATH "
+                "(or %s)",
+                ", ".join(sorted(topics)),
+                key_id,
+                flag_name("key_pairs"),
+                key_id,
+                env_name("key_pairs"),
+            )
+        self._topics.clear()
+
+
+async def _scan_until_ready(
+    scanner: BucketScanner, service: GatewayService, max_delay: float = 30.0
+) -> None:
+    """The first scan, retried with backoff until it completes: until then the service is not
+    ready (and says why), never ready with an empty catalog because the store failed."""
+    delay = 1.0
+    while True:
+        try:
+            report = await scanner.scan()
+        except Exception as exc:  # the store may not be reachable yet: keep trying
+            log.warning("initial bucket scan failed (retrying in %.0f s): %s", delay, exc)
+            service.mark_not_ready(f"the first bucket scan failed: {type(exc).__name__}: {exc}")
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, max_delay)
+            continue
+        log.info("bucket scan: %s", report.describe())
+        service.mark_ready()
+        return
+
+
+async def _chunk_cache(
+    settings: Settings, reader: SegmentReader, executor: ThreadPoolExecutor
+) -> ChunkCache:
+    disk = None
+    if settings.chunk_cache_dir is not None:
+        disk = ChunkDiskTier(settings.chunk_cache_dir, settings.chunk_cache_disk_bytes)
+        kept = await asyncio.to_thread(disk.open)
+        log.info("chunk disk tier %s: %d chunks kept", settings.chunk_cache_dir, kept)
+    return ChunkCache(
+        reader,
+        max_bytes=settings.chunk_cache_bytes,
+        readahead_bytes=settings.readahead_bytes,
+        disk=disk,
+        executor=executor,
+    )
+
+
+@contextlib.asynccontextmanager
+async def open_service(settings: Settings) -> AsyncIterator[GatewayService]:
+    """Everything a running gateway owns, opened in order and closed in reverse."""
+    keys = KeyRing.from_specs(settings.key_pairs)
+    async with contextlib.AsyncExitStack() as stack:
+        executor = ThreadPoolExecutor(settings.threads, thread_name_prefix="gateway-cpu")
+        stack.callback(executor.shutdown, wait=False, cancel_futures=True)
+        store: ObjectStore = await open_store(
+            settings.store,
+            endpoint_url=settings.s3_endpoint_url,
+            region=settings.s3_region,
+            path_style=settings.s3_path_style,
+            data_plane=settings.s3_data_plane,
+        )
+        stack.push_async_callback(store.close)
+        retrier = Retrier(settings.retry_policy())
+        reader = SegmentReader(
+            store,
+            retrier,
+            executor,
+            max_get_bytes=settings.max_get_bytes,
+            max_concurrent_gets=settings.max_concurrent_gets,
+        )
+        index_dir = settings.index_cache_dir
+        source = SegmentSource(
+            reader,
+            keys,
+            key_prefix=settings.key_prefix,
+            executor=executor,
+            chunk_cache=await _chunk_cache(settings, reader, executor),
+            index_cache_bytes=settings.index_cache_bytes,
+            index_cache_dir=None if index_dir is None else str(index_dir),
+        )
+        await source.start()
+        stack.push_async_callback(source.aclose)
+        backend = (
+            MemoryBackend()
+            if settings.state_dir is None
+            else SQLiteBackend(settings.state_dir / STATE_DB)
+        )
+        rlmm = RemoteLogMetadataManager(backend)
+        stack.callback(rlmm.close)
+        missing = MissingKeys(keys)
+        scanner = BucketScanner(
+            store,
+            rlmm,
+            key_prefix=settings.key_prefix,
+            checkpoint_reader=missing.watching(checkpoint_reader(reader, keys)),
+        )
+        service = GatewayService(
+            rlmm, source, reader=reader, retrier=retrier, executor=executor, scanner=scanner
+        )
+
+        async def background() -> None:
+            await _scan_until_ready(scanner, service)
+            missing.warn()
+            if settings.rescan_interval_s > 0:
+                await asyncio.sleep(settings.rescan_interval_s)
+                await scanner.run_forever(settings.rescan_interval_s)
+
+        task = asyncio.create_task(background(), name="bucket-scan")
+
+        async def stop() -> None:
+            service.mark_closing()
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+
+        stack.push_async_callback(stop)
+        yield service
+
+
+__all__ = ["MissingKeys", "open_service"]
