@@ -22,11 +22,8 @@ from gateway.cache.chunk_disk import ChunkDiskTier
 from gateway.cache.chunks import ChunkCache
 from gateway.cache.segments import SegmentSource
 from gateway.config import Settings, env_name, flag_name
-from gateway.metadata.backend import MemoryBackend
-from gateway.metadata.manager import RemoteLogMetadataManager
-from gateway.metadata.open import STATE_DB
+from gateway.metadata.open import open_manager
 from gateway.metadata.scan import BucketScanner, CheckpointReader, checkpoint_reader
-from gateway.metadata.sqlite import SQLiteBackend
 from gateway.remote.keyring import KeyRing
 from gateway.remote.keys import ObjectKey
 from gateway.remote.manifest import SegmentManifest
@@ -153,12 +150,7 @@ async def open_service(settings: Settings) -> AsyncIterator[GatewayService]:
         )
         await source.start()
         stack.push_async_callback(source.aclose)
-        backend = (
-            MemoryBackend()
-            if settings.state_dir is None
-            else SQLiteBackend(settings.state_dir / STATE_DB)
-        )
-        rlmm = RemoteLogMetadataManager(backend)
+        rlmm = open_manager(settings.state_dir)
         stack.callback(rlmm.close)
         missing = MissingKeys(keys)
         scanner = BucketScanner(

@@ -177,12 +177,14 @@ def test_a_rescan_that_meets_a_store_fault_changes_nothing(
         doomed_prefix = doomed.rsplit(".", 1)[0]
         faults.suffix = f"/{s3_name}" if what == "list" else ".rsm-manifest"
         faults.mode = mode  # type: ignore[assignment]
-        for key in keys:
-            if key.startswith(doomed_prefix):
-                s3.delete_object(Bucket=s3_name, Key=key)
+        # The upload first: a pass that lists the deletion then also GETs the new manifest, so
+        # a manifest fault fails it (deleting first let a pass in between succeed, GET-free).
         s3.put_object(
             Bucket=s3_name, Key=held_back, Body=(demo.root / "bucket" / held_back).read_bytes()
         )
+        for key in keys:
+            if key.startswith(doomed_prefix):
+                s3.delete_object(Bucket=s3_name, Key=key)
         before = aborted(client)
         until(lambda: aborted(client) >= before + 2, "two rescans aborted by the fault")
         assert segment_starts(client, "orders", 0) == starts0  # not deleted by a failed pass

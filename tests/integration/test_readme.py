@@ -22,7 +22,7 @@ import pytest
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
 
-from tests.fixtures.ports import free_port
+from tests.fixtures.ports import LOCALHOST, listening_port
 
 ROOT = Path(__file__).resolve().parents[2]
 README = ROOT / "README.md"
@@ -64,16 +64,18 @@ def env() -> dict[str, str]:
 
 @pytest.fixture
 def demo_url(tmp_path: Path, env: dict[str, str]) -> Iterator[str]:
-    """``tiered-gateway demo`` as ``make run`` starts it, on a free port."""
-    port = free_port()
+    """``tiered-gateway demo`` as ``make run`` starts it, on a port it picks (``--port 0``)."""
     log = (tmp_path / "demo.log").open("wb")
     proc = subprocess.Popen(
         [sys.executable, "-m", "gateway.cli", "demo", "--root", str(tmp_path / "demo"),
-         "--port", str(port)],
+         "--port", "0"],
         stdout=log, stderr=subprocess.STDOUT, env=env, cwd=tmp_path,
     )  # fmt: skip
-    url = f"http://127.0.0.1:{port}"
     try:
+        try:
+            url = f"http://{LOCALHOST}:{listening_port(proc, timeout_s=120)}"
+        except RuntimeError as e:
+            raise AssertionError(f"{e}:\n{(tmp_path / 'demo.log').read_text()}") from None
         deadline = time.monotonic() + 120
         while True:
             assert proc.poll() is None, (tmp_path / "demo.log").read_text()

@@ -22,6 +22,7 @@ from gateway.errors import OffsetOutOfRangeError, UnknownTopicOrPartitionError
 from gateway.service.core import GatewayService
 from gateway.service.open import open_service
 from gateway.service.types import IsolationLevel
+from tests.fixtures.demo import copy_demo_bucket
 from tests.unit.service.support import ready_service
 
 RU, RC = IsolationLevel.READ_UNCOMMITTED, IsolationLevel.READ_COMMITTED
@@ -228,12 +229,9 @@ async def test_max_bytes_holds_across_segments(service: GatewayService) -> None:
 async def test_a_deleted_segment_is_out_of_range_not_an_empty_page(
     demo: DemoBucket, tmp_path: Path
 ) -> None:
-    import shutil  # noqa: PLC0415
-
     from gateway.storage.filesystem import FilesystemStore  # noqa: PLC0415
 
-    copy = tmp_path / "bucket"
-    shutil.copytree(demo.root / "bucket", copy)
+    copy = copy_demo_bucket(demo, tmp_path)
     settings = Settings(store=f"file://{copy}", key_prefix=demo.key_prefix,
                         key_pairs=[demo.key_pair_spec])  # fmt: skip
     async with open_service(settings) as svc:
