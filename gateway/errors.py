@@ -198,6 +198,22 @@ class InvalidRequestError(GatewayError):
         self.parameter = parameter
 
 
+class InvalidFormatError(InvalidRequestError):
+    """A record's key, value or header value is not valid in the asked format; ``parameter``
+    names the format parameter and ``offset`` the record."""
+
+    status = 422
+    code = "invalid_format"
+
+    def __init__(self, message: str, parameter: str, offset: int | None = None) -> None:
+        super().__init__(message, parameter)
+        self.offset = offset
+
+    def at(self, offset: int) -> InvalidFormatError:
+        message = f"the record at offset {offset}: {self}"
+        return InvalidFormatError(message, self.parameter or "", offset)
+
+
 class NotAcceptableError(GatewayError):
     """No representation the client accepts (the ``Accept`` header)."""
 

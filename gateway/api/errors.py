@@ -21,9 +21,9 @@ from fastapi.exceptions import RequestValidationError
 from starlette.exceptions import HTTPException
 from starlette.responses import Response
 
-from gateway.api.formats import InvalidFormatError
 from gateway.errors import (
     GatewayError,
+    InvalidFormatError,
     InvalidRequestError,
     OffsetOutOfRangeError,
 )

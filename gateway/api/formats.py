@@ -24,7 +24,7 @@ from typing import Any, Final, NamedTuple
 
 import orjson
 
-from gateway.errors import InvalidRequestError
+from gateway.errors import InvalidFormatError
 
 Encoder = Callable[[bytes | None], Any]
 
@@ -34,22 +34,6 @@ class EmbeddedFormat(StrEnum):
     HEX = "hex"
     STRING = "string"
     JSON = "json"
-
-
-class InvalidFormatError(InvalidRequestError):
-    """A record's key, value or header value is not valid in the asked format; ``parameter``
-    names the format parameter and ``offset`` the record."""
-
-    status = 422
-    code = "invalid_format"
-
-    def __init__(self, message: str, parameter: str, offset: int | None = None) -> None:
-        super().__init__(message, parameter)
-        self.offset = offset
-
-    def at(self, offset: int) -> InvalidFormatError:
-        message = f"the record at offset {offset}: {self}"
-        return InvalidFormatError(message, self.parameter or "", offset)
 
 
 def base64(data: bytes | None) -> str | None:

@@ -36,7 +36,7 @@ from fastapi import APIRouter, Query, Request
 from starlette.responses import Response, StreamingResponse
 
 from gateway.api.errors import error_body
-from gateway.api.formats import EmbeddedFormat, Encoders, InvalidFormatError
+from gateway.api.formats import EmbeddedFormat, Encoders
 from gateway.api.models import RecordsResponse, error_responses
 from gateway.api.params import (
     READY,
@@ -60,7 +60,7 @@ from gateway.api.render import (
     records_document,
 )
 from gateway.deadline import Deadline
-from gateway.errors import GatewayError, InvalidRequestError
+from gateway.errors import GatewayError, InvalidFormatError, InvalidRequestError
 from gateway.service.protocol import Service
 from gateway.service.types import FetchedRecord, FetchResult, IsolationLevel
 

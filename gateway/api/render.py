@@ -18,8 +18,8 @@ from typing import Any, Final, TypeVar
 import anyio.to_thread
 import orjson
 
-from gateway.api.formats import BASE64, Encoders, InvalidFormatError
-from gateway.errors import NotAcceptableError
+from gateway.api.formats import BASE64, Encoders
+from gateway.errors import InvalidFormatError, NotAcceptableError
 from gateway.kafka.batch import iter_batches
 from gateway.kafka.uuids import encode_uuid
 from gateway.service.types import (
