@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 
-.PHONY: run test unit unit-without-spark bench fmt lint typecheck clean
+.PHONY: run test unit unit-without-spark bench load fmt lint typecheck clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -15,6 +15,10 @@ $(VENV)/.installed-base: pyproject.toml | $(BIN)/python
 
 $(VENV)/.installed-dev: pyproject.toml | $(BIN)/python
 	$(BIN)/pip install -e '.[dev,spark]'
+	touch $@ $(VENV)/.installed-base
+
+$(VENV)/.installed-load: pyproject.toml | $(BIN)/python
+	$(BIN)/pip install -e '.[dev,load]'
 	touch $@ $(VENV)/.installed-base
 
 # The main job on the embedded default: a demo bucket, served on 127.0.0.1:8080.
@@ -41,7 +45,14 @@ bench: $(VENV)/.installed-dev
 	$(BIN)/python -m tests.bench.bench_indexcache
 	$(BIN)/python -m tests.bench.bench_s3
 	$(BIN)/python -m tests.bench.bench_metadata
+	$(BIN)/python -m tests.bench.bench_raw
 	$(BIN)/python -m tests.bench.bench_spark
+	$(BIN)/python -m tests.bench.bench_http --docs docs/benchmarks.md
+
+# Locust against `serve` on a generated bucket: RPS, failures, latencies, GETs/MB, RSS over the
+# cache budgets, into build/load/. LOAD_SECONDS=20 LOAD_USERS=50 make load for a short run.
+load: $(VENV)/.installed-load
+	$(BIN)/python -m tests.load.run
 
 # Fix what can be fixed: lint fixes first (imports sorted, ...), then the format over them.
 fmt: $(VENV)/.installed-dev

@@ -33,6 +33,7 @@ from pydantic_settings import (
 )
 
 from gateway.errors import ConfigurationError
+from gateway.storage.hedge import HedgePolicy
 from gateway.storage.retry import RetryPolicy
 
 ENV_PREFIX: Final = "TIERED_GATEWAY_"
@@ -146,7 +147,23 @@ class Settings(BaseSettings):
     max_get_bytes: ByteSize = Field(
         default=8 * MiB, ge=1, description="largest coalesced ranged GET"
     )
-    max_concurrent_gets: int = Field(default=8, ge=1, description="ranged GETs in flight per read")
+    max_concurrent_gets: int = Field(
+        default=64, ge=1, description="ranged GETs in flight in the whole process (all reads)"
+    )
+    get_rate_per_prefix: float = Field(
+        default=5500.0, ge=0, description="GETs per second per key prefix (0: no limit)"
+    )
+    hedge_after_ms: float = Field(
+        default=0.0,
+        ge=0,
+        description="send a ranged GET again when unanswered after MS (0: the p95 of recent GETs)",
+    )
+    hedge_max_fraction: float = Field(
+        default=0.05, ge=0, le=1, description="share of GETs that may be hedged (0: no hedging)"
+    )
+    block_bytes: ByteSize = Field(
+        default=64 * KiB, ge=1, description="read and cache unit of untransformed segments"
+    )
     retry_max_attempts: int = Field(
         default=5, ge=1, description="store attempts per read, the first included"
     )
@@ -181,6 +198,13 @@ class Settings(BaseSettings):
     )
     stream_page_bytes: ByteSize = Field(
         default=MiB, ge=1, description="record batch bytes fetched per NDJSON page"
+    )
+    inflight_bytes: ByteSize = Field(
+        default=256 * MiB,
+        ge=1,
+        description="response bytes in flight, all requests together: each reserves its page "
+        "(max_bytes, or one NDJSON page) first; beyond it requests wait within their deadline, "
+        "then get 503 overloaded",
     )
 
     @classmethod
@@ -254,6 +278,9 @@ class Settings(BaseSettings):
             max_delay=self.retry_max_delay_s,
             attempt_timeout=self.retry_attempt_timeout_s,
         )
+
+    def hedge_policy(self) -> HedgePolicy:
+        return HedgePolicy(after_s=self.hedge_after_ms / 1000, max_fraction=self.hedge_max_fraction)
 
     @property
     def loopback(self) -> bool:

@@ -229,6 +229,15 @@ class NotReadyError(GatewayError):
     retriable = True
 
 
+class OverloadedError(GatewayError):
+    """The response bytes in flight are at their budget and this request's share did not free
+    up within its deadline: retriable, later or elsewhere."""
+
+    status = 503
+    code = "overloaded"
+    retriable = True
+
+
 class TransactionPendingError(GatewayError):
     """read_committed reached a transaction whose COMMIT or ABORT marker is not in the remote
     tier yet (its outcome is unknown until the broker tiers the segment holding it)."""

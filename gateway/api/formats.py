@@ -17,6 +17,7 @@ value) are never mangled or skipped: the response is :class:`InvalidFormatError`
 from __future__ import annotations
 
 import binascii
+import functools
 import json
 from collections.abc import Callable
 from enum import StrEnum
@@ -26,7 +27,8 @@ import orjson
 
 from gateway.errors import InvalidFormatError
 
-Encoder = Callable[[bytes | None], Any]
+Encoder = Callable[[bytes], bytes]
+"""Bytes (never None: ``null`` is the caller's) -> their text in a JSON document."""
 
 
 class EmbeddedFormat(StrEnum):
@@ -36,12 +38,9 @@ class EmbeddedFormat(StrEnum):
     JSON = "json"
 
 
-def base64(data: bytes | None) -> str | None:
-    return None if data is None else binascii.b2a_base64(data, newline=False).decode("ascii")
-
-
-def _hex(data: bytes | None) -> str | None:
-    return None if data is None else data.hex()
+base64: Final[Encoder] = functools.partial(binascii.b2a_base64, newline=False)
+"""Standard base64, without the quotes (the format is :attr:`Field.quoted`); a C callable, no
+Python frame per value."""
 
 
 def _reject_constant(name: str) -> Any:
@@ -63,49 +62,59 @@ def _is_json(data: bytes) -> bool:
     return True
 
 
-def _encoder(fmt: EmbeddedFormat, parameter: str) -> Encoder:
+class Field(NamedTuple):
+    """How one field is written: ``encode`` gives the bytes between the quotes when
+    ``quoted`` (base64, hex), else the whole JSON token (string, json)."""
+
+    encode: Encoder
+    quoted: bool
+
+    def token(self, data: bytes | None) -> bytes:
+        """The field's complete JSON token (``null`` for None)."""
+        if data is None:
+            return b"null"
+        return b'"%b"' % self.encode(data) if self.quoted else self.encode(data)
+
+
+def _field(fmt: EmbeddedFormat, parameter: str) -> Field:
     if fmt is EmbeddedFormat.BASE64:
-        return base64
+        return Field(base64, True)
     if fmt is EmbeddedFormat.HEX:
-        return _hex
+        return Field(binascii.hexlify, True)
     if fmt is EmbeddedFormat.STRING:
 
-        def string(data: bytes | None) -> str | None:
-            if data is None:
-                return None
+        def string(data: bytes) -> bytes:
             try:
-                return data.decode("utf-8")
+                return orjson.dumps(data.decode("utf-8"))
             except UnicodeDecodeError as exc:
                 raise InvalidFormatError(
                     f"{parameter}=string: not UTF-8 ({exc.reason} at byte {exc.start})", parameter
                 ) from None
 
-        return string
+        return Field(string, False)
 
-    def embedded(data: bytes | None) -> orjson.Fragment | None:
-        if data is None:
-            return None
+    def embedded(data: bytes) -> bytes:
         if not _is_json(data):
             raise InvalidFormatError(f"{parameter}=json: not one JSON value", parameter)
-        return orjson.Fragment(data.replace(b"\n", b" ").replace(b"\r", b" "))
+        return data.replace(b"\n", b" ").replace(b"\r", b" ")
 
-    return embedded
+    return Field(embedded, False)
 
 
 class Encoders(NamedTuple):
-    """The encoders of a record's key, value and header values."""
+    """How a record's key, value and header values are written."""
 
-    key: Encoder
-    value: Encoder
-    header: Encoder
+    key: Field
+    value: Field
+    header: Field
 
     @classmethod
     def of(cls, key: EmbeddedFormat, value: EmbeddedFormat, header: EmbeddedFormat) -> Encoders:
         return cls(
-            _encoder(key, "key_format"),
-            _encoder(value, "value_format"),
-            _encoder(header, "header_format"),
+            _field(key, "key_format"),
+            _field(value, "value_format"),
+            _field(header, "header_format"),
         )
 
 
-BASE64: Final = Encoders(base64, base64, base64)
+BASE64: Final = Encoders(*(Field(base64, True),) * 3)

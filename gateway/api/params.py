@@ -6,6 +6,9 @@ segment such as ``..`` ever becomes part of an object key.
 
 :data:`READY` guards the data routes: 503 ``not_ready`` until the service has loaded its
 catalog (the first bucket scan), as ``/readyz`` says, whatever the service would answer.
+
+Every dependency is ``async def``: FastAPI runs a plain ``def`` dependency in a worker thread,
+one hand-off each per request, for work of a microsecond (issue 15).
 """
 
 from __future__ import annotations
@@ -29,7 +32,7 @@ def check_topic(name: str) -> str:
     return validate_topic_name(name, lambda message: InvalidRequestError(message, "topic"))
 
 
-def _topic(
+async def _topic(
     topic: Annotated[
         str,
         Path(
@@ -45,15 +48,23 @@ def _topic(
     return check_topic(topic)
 
 
-def get_service(request: Request) -> Service:
+def service_of(request: Request) -> Service:
     return cast(Service, request.state.service)
 
 
-def get_settings(request: Request) -> Settings:
+def settings_of(request: Request) -> Settings:
     return cast(Settings, request.state.settings)
 
 
-def _deadline(
+async def get_service(request: Request) -> Service:
+    return service_of(request)
+
+
+async def get_settings(request: Request) -> Settings:
+    return settings_of(request)
+
+
+async def _deadline(
     request: Request,
     timeout_ms: Annotated[
         int | None,
@@ -64,7 +75,7 @@ def _deadline(
         ),
     ] = None,
 ) -> Deadline:
-    settings = get_settings(request)
+    settings = settings_of(request)
     if timeout_ms is None:
         timeout_ms = settings.request_timeout_ms
     elif timeout_ms > settings.max_request_timeout_ms:
@@ -75,8 +86,8 @@ def _deadline(
     return Deadline.after(timeout_ms / 1000)
 
 
-def _require_ready(request: Request) -> None:
-    service = get_service(request)
+async def _require_ready(request: Request) -> None:
+    service = service_of(request)
     if not service.ready():
         reason = service.readiness().reason or "the first bucket scan has not finished"
         raise NotReadyError(f"the catalog of remote segments is not loaded yet: {reason}")

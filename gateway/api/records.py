@@ -11,9 +11,10 @@
   The stream shares the request's deadline: once it has passed, the stream ends normally after
   the current page.
 * ``application/octet-stream``: the record batches as stored, concatenated, with the offsets in
-  ``X-*`` headers; for read_committed, ``X-Aborted-Transactions`` lists the aborted
-  transactions so the client can filter as a Kafka consumer does. ``key_format``,
-  ``value_format`` and ``header_format`` do not apply.
+  ``X-*`` headers (sent as views of the cached segment bytes, never joined into one copy);
+  for read_committed, ``X-Aborted-Transactions`` lists the aborted transactions so the client
+  can filter as a Kafka consumer does. ``key_format``, ``value_format`` and ``header_format``
+  do not apply.
 
 A fetch at exactly the remote log end answers as Kafka's fetch at the high watermark: 200, no
 records, ``next_offset`` the offset asked, ``end_of_remote_log`` true (raw:
@@ -28,13 +29,14 @@ is returned even when it is larger, so a page may exceed it by one batch.
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
 from typing import Annotated, Final
 
 from fastapi import APIRouter, Query, Request
 from starlette.responses import Response, StreamingResponse
 
+from gateway.api.buffers import BuffersResponse
 from gateway.api.errors import error_body
 from gateway.api.formats import EmbeddedFormat, Encoders
 from gateway.api.models import RecordsResponse, error_responses
@@ -108,7 +110,9 @@ class _Fetch:
     deadline: Deadline
     encoders: Encoders
 
-    async def page(self, offset: int, max_bytes: int) -> tuple[FetchResult, list[FetchedRecord]]:
+    async def page(
+        self, offset: int, max_bytes: int
+    ) -> tuple[FetchResult, Sequence[FetchedRecord]]:
         result = await self.service.fetch(
             self.topic,
             self.partition,
@@ -120,7 +124,7 @@ class _Fetch:
         return result, await self.service.decode(result, offset, self.isolation)
 
 
-async def _lines(fetch: _Fetch, result: FetchResult, records: list[FetchedRecord]) -> bytes:
+async def _lines(fetch: _Fetch, result: FetchResult, records: Sequence[FetchedRecord]) -> bytes:
     """The page's lines; raises :class:`_UnfitError` carrying those before a record that is not
     valid in its format."""
     lines, unfit = await off_loop(is_large(result, records), ndjson_prefix, records, fetch.encoders)
@@ -261,9 +265,9 @@ def router() -> APIRouter:
                 deadline=deadline,
             )
             result = fit_aborted_header(result)
-            parts = [b.data for b in result.batches]
-            body = parts[0] if len(parts) == 1 else b"".join(parts)
-            return Response(body, media_type=RAW, headers=raw_headers(result))
+            return BuffersResponse(
+                [b.data for b in result.batches], media_type=RAW, headers=raw_headers(result)
+            )
         result, records = await fetch.page(offset, limit)
         large = is_large(result, records)
         body = await off_loop(large, records_document, result, records, encoders)

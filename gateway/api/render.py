@@ -2,8 +2,9 @@
 
 Keys, values and header values are in the formats the request asks for
 (:mod:`gateway.api.formats`; standard base64 by default, ``null`` stays ``null``); header keys
-are strings. Every fetch says whether it reached the end of the remote log (``next_offset`` at
-``log_end_offset``). Rendering a large page (base64 plus orjson) is CPU work, so
+are strings; records are written in bulk (:mod:`gateway.api.recordjson`). Every fetch says
+whether it reached the end of the remote log (``next_offset`` at ``log_end_offset``).
+Rendering a large page (base64 of every key and value) is CPU work, so
 :func:`off_loop` moves it to a worker thread past :data:`OFFLOAD_RECORDS` records or
 :data:`OFFLOAD_BYTES` batch bytes.
 """
@@ -19,6 +20,7 @@ import anyio.to_thread
 import orjson
 
 from gateway.api.formats import BASE64, Encoders
+from gateway.api.recordjson import Writer, write
 from gateway.errors import InvalidFormatError, NotAcceptableError
 from gateway.kafka.batch import iter_batches
 from gateway.kafka.uuids import encode_uuid
@@ -94,24 +96,6 @@ def topic_id_text(topic_id: uuid.UUID) -> str:
     return encode_uuid(topic_id)
 
 
-def record_json(item: FetchedRecord, encoders: Encoders = BASE64) -> dict[str, Any]:
-    """One record; a key or value not valid in its format: :class:`InvalidFormatError`."""
-    record = item.record
-    key_enc, value_enc, header_enc = encoders
-    try:
-        return {
-            "offset": item.offset,
-            "timestamp": item.timestamp,
-            "timestamp_type": "LogAppendTime" if item.log_append_time else "CreateTime",
-            "key": key_enc(record.key),
-            "value": value_enc(record.value),
-            "headers": [{"key": key, "value": header_enc(value)} for key, value in record.headers],
-            "leader_epoch": item.leader_epoch,
-        }
-    except InvalidFormatError as exc:
-        raise exc.at(item.offset) from None
-
-
 def end_of_remote_log(result: FetchResult) -> bool:
     """Whether ``next_offset`` has reached the remote log end: nothing more to read (yet)."""
     return result.next_offset >= result.log_end_offset
@@ -120,23 +104,39 @@ def end_of_remote_log(result: FetchResult) -> bool:
 def records_document(
     result: FetchResult, records: Sequence[FetchedRecord], encoders: Encoders = BASE64
 ) -> bytes:
-    return orjson.dumps(
+    """The JSON document of a page: ``orjson.dumps`` of its object, the records' text
+    (:mod:`gateway.api.recordjson`) written between its two halves, in one join."""
+    head = orjson.dumps(
         {
             "topic": result.topic,
             "topic_id": topic_id_text(result.topic_id),
             "partition": result.partition,
-            "records": [record_json(r, encoders) for r in records],
+        }
+    )
+    tail = orjson.dumps(
+        {
             "next_offset": result.next_offset,
             "log_start_offset": result.log_start_offset,
             "log_end_offset": result.log_end_offset,
             "end_of_remote_log": end_of_remote_log(result),
         }
     )
+    out = [head[:-1] + b',"records":[']
+    write(records, encoders, b",", out)
+    out.append(b"]," + tail[1:])
+    return b"".join(out)
+
+
+def _lines(out: list[bytes]) -> bytes:
+    if out:
+        out.append(b"\n")
+    return b"".join(out)
 
 
 def ndjson_lines(records: Sequence[FetchedRecord], encoders: Encoders = BASE64) -> bytes:
-    dumps, option = orjson.dumps, orjson.OPT_APPEND_NEWLINE
-    return b"".join(dumps(record_json(r, encoders), option=option) for r in records)
+    out: list[bytes] = []
+    write(records, encoders, b"\n", out)
+    return _lines(out)
 
 
 def ndjson_prefix(
@@ -144,11 +144,9 @@ def ndjson_prefix(
 ) -> tuple[bytes, InvalidFormatError | None]:
     """The lines of ``records``; when one is not valid in its format, the lines of those
     before it and the error (so a stream ends at the record, never skipping it)."""
-    try:
-        return ndjson_lines(records, encoders), None
-    except InvalidFormatError as exc:
-        before = [r for r in records if exc.offset is None or r.offset < exc.offset]
-        return ndjson_lines(before, encoders), exc
+    out: list[bytes] = []
+    error = Writer(encoders, b"\n").render(records, out)
+    return _lines(out), error
 
 
 def ndjson_line(document: dict[str, Any]) -> bytes:

@@ -1,7 +1,9 @@
 """The optional disk tier of the decoded-chunk cache: chunks that memory evicted, kept on local
 disk so a restart or a wide working set does not go back to the bucket.
 
-One file per chunk, ``<segment uuid hex>-<chunk id>.chunk``, in one dedicated directory::
+One file per chunk, ``<segment uuid hex>-<chunk id>.chunk``, in one dedicated directory (a
+block of an untransformed segment has the id ``~offset``, a negative number, see
+:mod:`gateway.cache.chunks`)::
 
     magic "TGC1" (4 bytes) | crc32c of the chunk (uint32 BE) | chunk length (uint32 BE) | chunk
 

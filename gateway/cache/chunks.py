@@ -1,7 +1,11 @@
 """Decoded chunks of remote segments: a byte-bounded LRU, single-flight GETs, read-ahead.
 
-A fetch reads original segment bytes ``[start, end)``; they come from whole decoded chunks
-(decrypted, decompressed), the unit the bucket stores. This cache keeps those chunks:
+A fetch reads original segment bytes ``[start, end)``. For a transformed segment (compressed or
+encrypted) they come from whole decoded chunks (decrypted, decompressed), the unit the bucket
+stores. An untransformed segment's ``.log`` object *is* the segment, so it is read in *blocks*
+of ``block_bytes`` (64 KiB by default) aligned on the segment: a cold read fetches the range it
+needs rounded to the block size, not whole chunks. The unit (chunk or block) is what this cache
+keeps:
 
 * bounded by bytes held (cachetools ``LRUCache`` weighted by chunk size); an evicted chunk
   stays valid for readers that hold it (chunks are immutable ``bytes``);
@@ -9,13 +13,15 @@ A fetch reads original segment bytes ``[start, end)``; they come from whole deco
   read are loaded together, so adjacent ones coalesce into one ranged GET (``SegmentReader``);
   a load runs as its own task, so a caller that gives up does not fail the others; a failed
   load is not cached;
-* read-ahead: when reads of a segment move forward chunk after chunk, the next chunks, up to
-  ``readahead_bytes``, are loaded in the background (failures only logged);
+* read-ahead: when reads of a segment move forward unit after unit, the next units, up to
+  ``readahead_bytes``, are loaded in the background (a failure is only logged, at debug);
+  :meth:`ChunkCache.prefetch` does the same for any range (the head of the next segment);
 * an optional disk tier (:class:`~gateway.cache.chunk_disk.ChunkDiskTier`) below memory: a
   load asks it first, and writes what it fetched from the bucket to it in the background.
 
-Keys are (segment uuid, chunk id): a segment's objects are never rewritten, so nothing here can
-go stale.
+Keys are (segment uuid, chunk id) for chunks and (segment uuid, ``~offset``) for blocks (a
+negative id: the two never meet, on disk either, and a block's key does not depend on the block
+size). A segment's objects are never rewritten, so nothing here can go stale.
 """
 
 from __future__ import annotations
@@ -41,6 +47,7 @@ log = logging.getLogger(__name__)
 READAHEAD_TIMEOUT = 30.0
 SHARED_LOAD_TIMEOUT = 30.0  # a load many readers may join runs on its own deadline
 MAX_PENDING_DISK_WRITES = 64 << 20  # chunk bytes queued for the disk tier, at most
+DEFAULT_BLOCK_BYTES = 64 << 10  # the read unit of untransformed segments
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,10 +83,14 @@ class ChunkCache:
         *,
         max_bytes: int,
         readahead_bytes: int = 8 << 20,
+        block_bytes: int = DEFAULT_BLOCK_BYTES,
         disk: ChunkDiskTier | None = None,
         executor: Executor | None = None,
     ) -> None:
+        if block_bytes <= 0:
+            raise ValueError("block_bytes must be positive")
         self._reader = reader
+        self._block_bytes = block_bytes
         self.disk = disk
         self._executor = executor
         self._lru = _ByteLRU(max(max_bytes, 1))
@@ -87,6 +98,7 @@ class ChunkCache:
         self._readahead_bytes = readahead_bytes
         self._inflight: dict[ChunkKey, asyncio.Future[bytes]] = {}
         self._tasks: set[asyncio.Task[None]] = set()
+        # Per segment, the original byte span of the units the last read covered.
         self._last_read: LRUCache[uuid.UUID, tuple[int, int]] = LRUCache(maxsize=4096)
         self._hits = self._misses = self._loads = self._failures = self._readahead = 0
         self._disk_pending = 0
@@ -133,7 +145,7 @@ class ChunkCache:
         end = min(end, segment.size)
         if start < 0 or start >= end:
             return b""
-        chunks = segment.manifest.chunk_index.chunks_for_range(start, end)
+        chunks = self._units(segment, start, end)
         pieces = await self._chunks(segment, segment_id, chunks, deadline)
         self._maybe_read_ahead(segment, segment_id, chunks)
         if len(pieces) == 1:
@@ -143,7 +155,30 @@ class ChunkCache:
         pieces[0] = pieces[0][start - chunks[0].original_position :]
         return b"".join(pieces)
 
+    def _units(self, segment: RemoteSegment, start: int, end: int) -> list[Chunk]:
+        """The units covering ``[start, end)`` (clamped): chunks of a transformed segment, blocks
+        of an untransformed one (as :class:`Chunk` values whose id is ``~offset``)."""
+        if not segment.transform.is_identity:
+            return segment.manifest.chunk_index.chunks_for_range(start, end)
+        size, step = segment.size, self._block_bytes
+        end = min(end, size)
+        first = start - start % step
+        return [_block(lo, min(lo + step, size)) for lo in range(first, end, step)]
+
     async def _chunks(
+        self,
+        segment: RemoteSegment,
+        segment_id: uuid.UUID,
+        chunks: Sequence[Chunk],
+        deadline: Deadline,
+    ) -> list[bytes]:
+        waits = self._claim(segment, segment_id, chunks, deadline)
+        pending = [item for item in waits if not isinstance(item, bytes)]
+        if pending:  # one wait for all (a wait per 64 KiB block costs more than its copy)
+            await wait_within(asyncio.gather(*pending), deadline, f"chunks of {segment.key.key}")
+        return [item if isinstance(item, bytes) else item.result() for item in waits]
+
+    def _claim(
         self,
         segment: RemoteSegment,
         segment_id: uuid.UUID,
@@ -151,7 +186,9 @@ class ChunkCache:
         deadline: Deadline,
         *,
         count: bool = True,
-    ) -> list[bytes]:
+    ) -> list[asyncio.Future[bytes] | bytes]:
+        """Each unit held, or the future of its load: joined if one runs, else started (the
+        missing units together, so adjacent ones share a GET)."""
         waits: list[asyncio.Future[bytes] | bytes] = []
         missing: list[Chunk] = []
         loop = asyncio.get_running_loop()
@@ -172,11 +209,7 @@ class ChunkCache:
         if missing:
             shared = Deadline.after(max(deadline.remaining(), SHARED_LOAD_TIMEOUT))
             self._spawn(self._load(segment, segment_id, missing, shared))
-        out: list[bytes] = []
-        what = f"chunks of {segment.key.key}"
-        for item in waits:
-            out.append(item if isinstance(item, bytes) else await wait_within(item, deadline, what))
-        return out
+        return waits
 
     def _spawn(self, coro: Coroutine[Any, Any, None]) -> None:
         task = asyncio.ensure_future(coro)
@@ -195,10 +228,14 @@ class ChunkCache:
         generation = self.disk.generation(segment_id) if self.disk is not None else 0
         try:
             found = await self._from_disk(keys)
+            for chunk, key in zip(chunks, keys, strict=True):
+                if key in found and len(found[key]) != chunk.original_size:
+                    del found[key]  # written under another block size: fetch it again
             remote = [c for c, key in zip(chunks, keys, strict=True) if key not in found]
             fetched = await self._reader.read_chunks(segment, remote, deadline) if remote else []
         except BaseException as exc:
             self._failures += 1
+            log.debug("loading %d units of %s failed: %r", len(chunks), segment.key.key, exc)
             for key in keys:
                 future = self._inflight.pop(key, None)
                 if future is not None and not future.done():
@@ -270,35 +307,34 @@ class ChunkCache:
         self, segment: RemoteSegment, segment_id: uuid.UUID, chunks: Sequence[Chunk]
     ) -> None:
         previous = self._last_read.get(segment_id)
-        self._last_read[segment_id] = (chunks[0].id, chunks[-1].id)
-        # Forward from the previous read: the next read starts after its first chunk, inside it
+        first, last = chunks[0], chunks[-1]
+        self._last_read[segment_id] = (first.original_position, last.original_end)
+        # Forward from the previous read: the next read starts after its first unit, inside it
         # or right after it. A client paging with a small max_bytes restarts each page at an
-        # index entry, often a few chunks before where the previous (window-sized) read ended;
+        # index entry, often a few units before where the previous (window-sized) read ended;
         # the same range read again (many readers of one offset) is no pattern.
-        sequential = previous is not None and previous[0] < chunks[0].id <= previous[1] + 1
+        sequential = previous is not None and previous[0] < first.original_position <= previous[1]
         if not sequential or not 0 < self._readahead_bytes <= self._max_bytes // 2:
             return
-        index = segment.manifest.chunk_index
-        upcoming: list[Chunk] = []
-        budget = self._readahead_bytes
-        next_id = chunks[-1].id + 1
-        while next_id < index.chunk_count and budget > 0:
-            chunk = index.chunk(next_id)
-            key = (segment_id, next_id)
-            if key not in self._lru and key not in self._inflight:
-                upcoming.append(chunk)
-            budget -= chunk.original_size
-            next_id += 1
-        if upcoming:
-            self._readahead += len(upcoming)
-            self._spawn(self._quiet_read_ahead(segment, segment_id, upcoming))
+        self.prefetch(segment, segment_id, last.original_end, self._readahead_bytes)
 
-    async def _quiet_read_ahead(
-        self, segment: RemoteSegment, segment_id: uuid.UUID, chunks: list[Chunk]
-    ) -> None:
-        try:
-            await self._chunks(
-                segment, segment_id, chunks, Deadline.after(READAHEAD_TIMEOUT), count=False
-            )
-        except Exception as exc:  # a read-ahead is a guess: its failure only costs a miss later
-            log.debug("read-ahead of %s failed: %s", segment.key.key, exc)
+    def prefetch(self, segment: RemoteSegment, segment_id: uuid.UUID, start: int, size: int) -> int:
+        """Load the units of ``[start, start + size)`` that are neither held nor loading, in
+        the background (a failure is only logged); how many. The service calls it for the
+        head of the next segment when a sequential reader nears the end of one."""
+        upcoming = [
+            unit
+            for unit in self._units(segment, start, start + size)
+            if (segment_id, unit.id) not in self._lru
+            and (segment_id, unit.id) not in self._inflight
+        ]
+        if upcoming:  # a failed load is not kept: it only costs a miss later
+            self._readahead += len(upcoming)
+            deadline = Deadline.after(READAHEAD_TIMEOUT)
+            self._claim(segment, segment_id, upcoming, deadline, count=False)
+        return len(upcoming)
+
+
+def _block(start: int, end: int) -> Chunk:
+    """Bytes ``[start, end)`` of an untransformed segment as a unit: stored where they are."""
+    return Chunk(~start, start, end - start, start, end - start)

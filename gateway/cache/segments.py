@@ -13,6 +13,7 @@ A corrupt or missing object raises the typed error naming the object key.
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 import uuid
 from collections.abc import Callable
@@ -30,6 +31,8 @@ from gateway.remote.keys import ObjectKey, Suffix, segment_key
 from gateway.remote.manifest import IndexType, parse_manifest
 from gateway.remote.reader import RemoteSegment, SegmentReader
 from indexcache import RemoteIndexCache, SegmentIndexBytes, SegmentIndexes, SegmentKey
+
+log = logging.getLogger(__name__)
 
 INDEX_LOAD_TIMEOUT = 30.0
 
@@ -83,11 +86,15 @@ class SegmentSource:
             executor=executor,
         )
         self.manifest_hits = self.manifest_misses = 0
+        self._prefetching: set[asyncio.Task[None]] = set()
 
     async def start(self) -> None:
         await self.indexes_cache.start()
 
     async def aclose(self) -> None:
+        for task in list(self._prefetching):
+            task.cancel()
+        await asyncio.gather(*self._prefetching, return_exceptions=True)
         await self.indexes_cache.aclose()
         await self.chunks.aclose()
 
@@ -145,6 +152,30 @@ class SegmentSource:
             leader_epoch=pieces[IndexType.LEADER_EPOCH] or b"",
             txn=pieces[IndexType.TRANSACTION],
         )
+
+    def prefetch(self, meta: RemoteLogSegmentMetadata, size: int) -> None:
+        """Open the segment and load its first ``size`` bytes in the background (read-ahead
+        across a segment border: call it with the next segment when a sequential read nears
+        the end of one). A failure is only logged: the read that follows will see it."""
+        if size <= 0:
+            return
+
+        async def run() -> None:
+            try:
+                segment = await self.open(meta, Deadline.after(INDEX_LOAD_TIMEOUT))
+            except Exception as exc:  # a guess: its failure only costs a miss later
+                log.debug("prefetch of %s failed: %s", self.object_key(meta).key, exc)
+                return
+            self.chunks.prefetch(segment, meta.segment_id.id, 0, size)
+
+        task = asyncio.ensure_future(run())
+        self._prefetching.add(task)
+        task.add_done_callback(self._prefetching.discard)
+
+    async def settle(self) -> None:
+        """Wait until the prefetches started are done (the loads they start included)."""
+        await asyncio.gather(*self._prefetching, return_exceptions=True)
+        await self.chunks.settle()
 
     async def read(
         self, meta: RemoteLogSegmentMetadata, start: int, end: int, deadline: Deadline

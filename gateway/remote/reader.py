@@ -7,7 +7,10 @@ reader coalesces chunks that are adjacent in the stored object into one ranged G
 untransformed segment is read at exactly the asked range, with no chunk alignment at all.
 
 Every GET runs under the caller's :class:`~gateway.storage.retry.Deadline` through the
-:class:`~gateway.storage.retry.Retrier`; a body shorter than asked is a retriable fault.
+:class:`~gateway.storage.retry.Retrier`; a body shorter than asked is a retriable fault. GETs
+share one process-wide budget of ``max_concurrent_gets`` in flight and a request-rate budget
+per key prefix (:mod:`gateway.storage.ratelimit`); a ranged GET that straggles is sent once
+more and the first answer kept (:mod:`gateway.storage.hedge`).
 Decryption and decompression run in the caller's bounded executor, never on the event loop.
 """
 
@@ -33,11 +36,15 @@ from gateway.remote.transforms import (
     detransform_index_piece,
 )
 from gateway.storage.base import ObjectStore
+from gateway.storage.hedge import HedgePolicy, Hedger, first_of
+from gateway.storage.ratelimit import PrefixRateLimiter
 from gateway.storage.retry import Retrier
 
 T = TypeVar("T")
 
 DEFAULT_MAX_GET_BYTES: Final = 8 * 1024 * 1024
+DEFAULT_MAX_CONCURRENT_GETS: Final = 64
+DEFAULT_GET_RATE_PER_PREFIX: Final = 5500.0  # S3's documented GET rate per prefix
 LATENCY_BUCKETS: Final = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
 
 
@@ -109,6 +116,8 @@ class ReadCounters:
     bytes_fetched: int = 0
     bytes_returned: int = 0
     chunks_decoded: int = 0
+    hedges: int = 0  # ranged GETs sent a second time because the first straggled
+    hedge_wins: int = 0  # of them, answered before the first
     get_seconds_total: float = 0.0
     get_latency_buckets: list[int] = field(default_factory=lambda: [0] * len(LATENCY_BUCKETS))
 
@@ -164,8 +173,13 @@ class SegmentReader:
         executor: Executor,
         *,
         max_get_bytes: int = DEFAULT_MAX_GET_BYTES,
-        max_concurrent_gets: int = 8,
+        max_concurrent_gets: int = DEFAULT_MAX_CONCURRENT_GETS,
+        get_rate_per_prefix: float = DEFAULT_GET_RATE_PER_PREFIX,
+        hedge: HedgePolicy | None = None,
     ) -> None:
+        """``max_concurrent_gets`` bounds the GETs in flight of every read of this reader
+        together (one reader serves the whole process); ``get_rate_per_prefix`` (0: no
+        limit) the GETs per second per key prefix."""
         if max_get_bytes <= 0:
             raise ValueError("max_get_bytes must be positive")
         self._store = store
@@ -173,15 +187,40 @@ class SegmentReader:
         self._executor = executor
         self._max_get_bytes = max_get_bytes
         self._gets = asyncio.Semaphore(max_concurrent_gets)
+        self.rate = PrefixRateLimiter(get_rate_per_prefix)
+        self.hedger = Hedger(hedge)
         self.counters = ReadCounters()
+
+    async def _timed_get(self, key: str, start: int, end: int) -> bytes:
+        await self.rate.acquire(key)
+        t0 = time.monotonic()
+        data = await self._store.get_range(key, start, end)
+        seconds = time.monotonic() - t0
+        self.counters.observe_get(seconds, len(data))
+        self.hedger.observe(end - start, seconds)
+        return data
+
+    async def _hedge(self, key: str, start: int, end: int) -> bytes:
+        async with self._gets:
+            return await self._timed_get(key, start, end)
 
     async def _get(self, key: str, start: int, end: int, deadline: Deadline) -> bytes:
         what = f"GET {key} [{start}, {end})"
 
+        def hedge() -> Coroutine[Any, Any, bytes] | None:
+            # Only into a free GET slot (a hedge never queues), and within the budget.
+            if self._gets.locked() or not self.hedger.allow():
+                return None
+            self.counters.hedges += 1
+            return self._hedge(key, start, end)
+
         async def attempt() -> bytes:
             t0 = time.monotonic()
-            data = await self._store.get_range(key, start, end)
-            self.counters.observe_get(time.monotonic() - t0, len(data))
+            after = self.hedger.threshold(end - start)
+            data, hedged = await first_of(self._timed_get(key, start, end), after, hedge)
+            if hedged:
+                self.counters.hedge_wins += 1
+                self.hedger.observe(end - start, time.monotonic() - t0)  # the loser's, at least
             return data
 
         # The slot is taken outside the retrier: waiting for one must not eat the per-attempt
@@ -200,6 +239,7 @@ class SegmentReader:
         """A whole small object (a manifest), retried like every GET."""
 
         async def attempt() -> bytes:
+            await self.rate.acquire(key)
             t0 = time.monotonic()
             data = await self._store.get(key)
             self.counters.observe_get(time.monotonic() - t0, len(data))
@@ -262,16 +302,17 @@ class SegmentReader:
 
         async def fetch(get: RangeGet) -> list[bytes]:
             data = await self._get(key, get.start, get.end, deadline)
-            if transform.is_identity and len(get.chunks) == 1:
-                return [data]
+            if transform.is_identity:  # slices (checked copies) on the loop: no hand-off
+                return (
+                    [data] if len(get.chunks) == 1 else detransform_get(data, get, transform, key)
+                )
+            self.counters.chunks_decoded += len(get.chunks)
             return await loop.run_in_executor(
                 self._executor, detransform_get, data, get, transform, key
             )
 
         decoded = await all_or_nothing([fetch(g) for g in plan_gets(chunks, self._max_get_bytes)])
-        pieces = [piece for group in decoded for piece in group]
-        self.counters.chunks_decoded += len(pieces)
-        return pieces
+        return [piece for group in decoded for piece in group]
 
     async def read_indexes(
         self, segment: RemoteSegment, deadline: Deadline

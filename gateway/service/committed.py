@@ -18,13 +18,13 @@ import asyncio
 
 from gateway.deadline import Deadline
 from gateway.errors import TransactionPendingError
-from gateway.kafka.batch import iter_batches
 from gateway.metadata.manager import RemoteLogMetadataManager
 from gateway.metadata.model import RemoteLogSegmentMetadata, TopicIdPartition
 from gateway.read.framing import SegmentFramer
 from gateway.read.txn import MarkerLedger, check_verdicts
-from gateway.service.fetch import MIN_WINDOW, Fetcher, SegmentRead, resolve, segment_bounds
-from gateway.service.types import AbortedTransaction
+from gateway.service.fetch import MIN_WINDOW, Fetcher, SegmentRead, segment_bounds
+from gateway.service.locate import held, read_inline, resolve
+from gateway.service.types import AbortedTransaction, FetchedBatches
 
 
 async def aborted_transactions(
@@ -47,15 +47,25 @@ async def aborted_transactions(
             found.update((t.producer_id, t.first_offset) for t in result.aborted_transactions)
             if result.is_complete:
                 break
-        meta = await asyncio.to_thread(_next_with_txn_index, fetcher.rlmm, tp, meta.end_offset + 1)
+        meta = await _next_with_txn_index(fetcher.rlmm, tp, meta.end_offset + 1)
     return [AbortedTransaction(pid, first) for pid, first in sorted(found, key=lambda t: t[1])]
 
 
-def _next_with_txn_index(
+async def _next_with_txn_index(
     rlmm: RemoteLogMetadataManager, tp: TopicIdPartition, offset: int
 ) -> RemoteLogSegmentMetadata | None:
-    """The next segment from ``offset`` whose transaction index is not empty (one thread hop
-    for the whole skip, however many empty ones there are)."""
+    """The next segment from ``offset`` whose transaction index is not empty: the first one
+    by a point lookup on the event loop (:func:`held`); when that is not it, the skip runs in
+    one thread hop, however many empty ones there are."""
+    meta = await read_inline(rlmm, held, rlmm, tp, offset)
+    if meta is not None and not meta.txn_index_empty:
+        return meta
+    return await asyncio.to_thread(_skip_empty, rlmm, tp, offset)
+
+
+def _skip_empty(
+    rlmm: RemoteLogMetadataManager, tp: TopicIdPartition, offset: int
+) -> RemoteLogSegmentMetadata | None:
     meta = resolve(rlmm, tp, offset)
     while meta is not None and meta.txn_index_empty:
         meta = resolve(rlmm, tp, meta.end_offset + 1)
@@ -70,7 +80,7 @@ async def committed(
     yet), their aborted transactions, and the new next offset (``None`` when not cut)."""
     aborted = await aborted_transactions(fetcher, tp, reads, deadline)
     ledger = MarkerLedger()
-    batches = [b for r in reads for b in iter_batches(r.data)]
+    batches = [b for r in reads for b in r.batches]
     for batch in batches:
         ledger.add(batch)
     if ledger.open_producers:
@@ -114,7 +124,7 @@ async def _follow_markers(
             if not ledger.open_producers:
                 return
         seen = framer.last_offset + 1
-        following = await asyncio.to_thread(fetcher.next_segment, tp, meta)
+        following = await fetcher.following(tp, meta)
         if following is None:
             return
         meta = following
@@ -122,7 +132,7 @@ async def _follow_markers(
 
 
 def _cut_before(reads: list[SegmentRead], offset: int) -> list[SegmentRead]:
-    """``reads`` with every batch at or after ``offset`` dropped."""
+    """``reads`` with every batch at or after ``offset`` dropped (views, not copies)."""
     out: list[SegmentRead] = []
     for r in reads:
         if r.first_offset >= offset:
@@ -130,8 +140,21 @@ def _cut_before(reads: list[SegmentRead], offset: int) -> list[SegmentRead]:
         if r.last_offset < offset:
             out.append(r)
             continue
-        keep = [b for b in iter_batches(r.data) if b.base_offset < offset]
-        data = b"".join(bytes(b.view) for b in keep)
-        out.append(SegmentRead(r.meta, r.position, data, r.first_offset, keep[-1].last_offset))
+        keep = tuple(b for b in r.batches if b.base_offset < offset)
+        parts = []
+        for part in r.parts:
+            if part.first_offset >= offset:
+                break
+            if part.last_offset >= offset:  # the first batch of a part starts the view
+                start = next(b for b in keep if b.base_offset == part.first_offset).position
+                end = keep[-1].position + keep[-1].size_in_bytes
+                part = FetchedBatches(  # noqa: PLW2901 (the kept head of this part)
+                    part.segment_start_offset,
+                    part.data[: end - start],
+                    part.first_offset,
+                    keep[-1].last_offset,
+                )
+            parts.append(part)
+        out.append(SegmentRead(r.meta, tuple(parts), keep))
         break
     return out

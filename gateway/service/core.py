@@ -27,8 +27,9 @@ from gateway.metadata.model import RemoteLogSegmentMetadata, TopicIdPartition
 from gateway.metadata.scan import BucketScanner, UnreadableSegment
 from gateway.remote.reader import SegmentReader
 from gateway.service.committed import committed
-from gateway.service.fetch import Fetcher, SegmentVanishedError, remote_bounds, to_batches
+from gateway.service.fetch import Fetcher, SegmentVanishedError, to_batches
 from gateway.service.listing import segment_infos
+from gateway.service.locate import read_inline, remote_bounds
 from gateway.service.metrics import CoreCollector
 from gateway.service.offsets import OffsetFinder
 from gateway.service.protocol import OffsetSpec
@@ -139,8 +140,8 @@ class GatewayService:
             raise InvalidRequestError(f"partition {partition} is negative", "partition")
         self._require_ready()
         try:
-            # RLMM reads are SQLite calls: off the event loop.
-            return await asyncio.to_thread(self.rlmm.partition, topic, partition)
+            # Point reads: inline unless a writer holds the RLMM (gateway.service.locate).
+            return await read_inline(self.rlmm, self.rlmm.partition, topic, partition)
         except UnknownTopicOrPartitionError:
             # Known only from manifests that cannot be read: they claim its offsets.
             claims = [e for e in self._unreadable(topic) if e[0].partition == partition]
@@ -247,7 +248,7 @@ class GatewayService:
                 next_offset = cut
         elif isolation is IsolationLevel.READ_COMMITTED:
             aborted = ()
-        start, end = await asyncio.to_thread(remote_bounds, self.rlmm, tp)
+        start, end = await read_inline(self.rlmm, remote_bounds, self.rlmm, tp)
         await self._fetcher.check_tail(tp, end, deadline)
         # The answer carries the log's bounds: unknown while a manifest before or after the
         # readable segments cannot be read (a shorter log would end a consumer's walk early).
@@ -265,7 +266,7 @@ class GatewayService:
 
     async def decode(
         self, result: FetchResult, offset: int, isolation: IsolationLevel
-    ) -> list[FetchedRecord]:
+    ) -> Sequence[FetchedRecord]:
         loop = asyncio.get_running_loop()
         return await loop.run_in_executor(
             self._executor,
@@ -284,7 +285,7 @@ class GatewayService:
         if spec == "earliest":
             return await asyncio.to_thread(finder.earliest, tp)
         if spec == "latest":
-            _, end = await asyncio.to_thread(remote_bounds, self.rlmm, tp)
+            _, end = await read_inline(self.rlmm, remote_bounds, self.rlmm, tp)
             await self._fetcher.check_tail(tp, end, deadline)
             return await asyncio.to_thread(finder.latest, tp)
         if spec == "max_timestamp":

@@ -23,9 +23,8 @@ further than the broker, deliberately:
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
-from typing import Protocol
 
 from cachetools import LRUCache
 
@@ -37,60 +36,20 @@ from gateway.errors import (
     GatewayError,
     ObjectNotFoundError,
     OffsetOutOfRangeError,
-    RemoteGapError,
     add_context,
 )
 from gateway.kafka.batch import RecordBatch
 from gateway.metadata.manager import RemoteLogMetadataManager
-from gateway.metadata.model import RemoteLogSegmentMetadata, SegmentState, TopicIdPartition
+from gateway.metadata.model import RemoteLogSegmentMetadata, TopicIdPartition
 from gateway.read.framing import SegmentBounds, SegmentFramer
 from gateway.remote.keys import Suffix
+from gateway.service.locate import Claim, Claims, held, locate, read_inline, remote_bounds, resolve
+from gateway.service.runs import Run, frame_window
 from gateway.service.types import FetchedBatches
 from indexcache import SegmentIndexes
 
 MIN_WINDOW = 64 * 1024
 MAX_WINDOW = 8 * 1024 * 1024
-
-
-class Claim(Protocol):
-    """What a segment whose manifest the scan could not read still tells: its start offset
-    and its manifest key (``gateway.metadata.scan.UnreadableSegment``)."""
-
-    @property
-    def start_offset(self) -> int: ...
-    @property
-    def key(self) -> str: ...
-    @property
-    def reason(self) -> str: ...
-
-
-Claims = Callable[[TopicIdPartition], Sequence[Claim]]
-
-
-def resolve(
-    rlmm: RemoteLogMetadataManager, tp: TopicIdPartition, offset: int
-) -> RemoteLogSegmentMetadata | None:
-    """The finished segment for ``offset``: through the epoch lineage as the broker does, else
-    the first finished segment that ends at or after it (which starts after ``offset`` when
-    the offset lies in a hole: the caller checks)."""
-    epoch = rlmm.epoch_for_offset(tp, offset)
-    if epoch is not None:
-        found = rlmm.remote_log_segment_metadata(tp, epoch, offset)
-        if found is not None:
-            return found
-    for meta in rlmm.list_remote_log_segments(tp):
-        if meta.state is SegmentState.COPY_SEGMENT_FINISHED and meta.end_offset >= offset:
-            return meta
-    return None
-
-
-def remote_bounds(rlmm: RemoteLogMetadataManager, tp: TopicIdPartition) -> tuple[int, int]:
-    """(log start offset, log end offset = one past the highest remote offset)."""
-    start = rlmm.remote_log_start_offset(tp)
-    end = rlmm.remote_log_end_offset(tp)
-    if start is None or end is None:
-        return 0, 0
-    return start, end + 1
 
 
 def segment_bounds(meta: RemoteLogSegmentMetadata, key: str) -> SegmentBounds:
@@ -114,20 +73,41 @@ class SegmentVanishedError(ObjectNotFoundError):
 
 @dataclass(frozen=True, slots=True)
 class SegmentRead:
-    """Whole batches read from one segment."""
+    """Whole batches read from one segment, CRC checked: ``parts`` are views of the bytes read
+    (one per run of batches in one buffer), never copied into one."""
 
     meta: RemoteLogSegmentMetadata
-    position: int  # byte position of the first batch in the segment
-    data: bytes
-    first_offset: int
-    last_offset: int
+    parts: tuple[FetchedBatches, ...]
+    batches: tuple[RecordBatch, ...]
+
+    @property
+    def position(self) -> int:
+        """Byte position of the first batch in the segment."""
+        return self.batches[0].position
 
     @property
     def end_position(self) -> int:
-        return self.position + len(self.data)
+        last = self.batches[-1]
+        return last.position + last.size_in_bytes
+
+    @property
+    def first_offset(self) -> int:
+        return self.batches[0].base_offset
+
+    @property
+    def last_offset(self) -> int:
+        return self.batches[-1].last_offset
 
 
 class Fetcher:
+    """FETCH over the RLMM and a segment source.
+
+    What runs on the event loop (issue 15, :mod:`gateway.service.locate`): a fetch's RLMM reads
+    are point lookups (:func:`held`), run inline unless a writer holds the RLMM; reads that list
+    a partition's segments (:meth:`_locate` past a hole, an unreadable manifest or the log's
+    end) run in a thread, as do index checks on first load and all object I/O.
+    """
+
     def __init__(
         self,
         rlmm: RemoteLogMetadataManager,
@@ -145,85 +125,62 @@ class Fetcher:
         are framed, so the end is one the data keeps (remembered per partition and end)."""
         if end == 0 or self._tails.get(tp) == end:
             return
-        meta = await asyncio.to_thread(resolve, self.rlmm, tp, end - 1)
+        meta = await read_inline(self.rlmm, held, self.rlmm, tp, end - 1)
+        if meta is None:
+            meta = await asyncio.to_thread(resolve, self.rlmm, tp, end - 1)
         if meta is None or meta.end_offset != end - 1:
             return  # the answer's own reads meet whatever this is
         framer = self.framer(meta, await self.indexes(meta, deadline), meta.end_offset)
-        async for _ in self.batches(meta, framer, MIN_WINDOW, deadline):
+        async for _ in self.windows(meta, framer, MIN_WINDOW, deadline):
             pass  # the end checks run when the last byte is fed
         self._tails[tp] = end
 
     # --- where the offsets are -----------------------------------------------------------
 
-    def _locate(self, tp: TopicIdPartition, offset: int) -> RemoteLogSegmentMetadata:
-        """The segment holding ``offset`` (RLMM reads: call it off the event loop).
+    async def segment_for(self, tp: TopicIdPartition, offset: int) -> RemoteLogSegmentMetadata:
+        """:meth:`_locate`: inline when :func:`held` finds the segment, else in a thread."""
+        found = await read_inline(self.rlmm, held, self.rlmm, tp, offset)
+        if found is not None:
+            return found
+        return await asyncio.to_thread(self._locate, tp, offset)
 
-        Outside the remote log: :class:`OffsetOutOfRangeError`. A hole in the metadata inside
-        it: :class:`RemoteGapError`. Offsets a segment whose manifest cannot be read would
-        hold (from its key's start offset to the next readable segment), inside the remote log,
-        before its start or after its end: :class:`CorruptManifestError` naming the manifest.
-        """
-        rlmm = self.rlmm
-        start, end = remote_bounds(rlmm, tp)
-        where = f"{tp.topic}-{tp.partition}"
-        meta = resolve(rlmm, tp, offset) if start <= offset < end else None
-        if meta is not None and meta.start_offset <= offset:
-            return meta
-        # Not held by a readable segment. What starts before ``offset`` and covers least?
-        readable_end = max(
-            (m.end_offset for m in rlmm.list_remote_log_segments(tp) if m.end_offset < offset),
-            default=-1,
-        )
-        claims = [c for c in self.claims(tp) if readable_end < c.start_offset <= offset]
-        if claims:
-            claim = claims[-1]
-            raise CorruptManifestError(
-                f"offset {offset} of {where} is in the segment from offset {claim.start_offset} "
-                f"whose manifest {claim.key} cannot be read ({claim.reason})"
-            )
-        if meta is None and start <= offset < end:
-            end = readable_end + 1  # the tail was deleted: nothing readable holds offsets here
-        if start <= offset < end and meta is not None:
-            hole_end = meta.start_offset - 1
-            raise RemoteGapError(
-                f"no remote segment of {where} holds offsets {offset}..{hole_end}, inside the "
-                f"remote log [{start}, {end}): the metadata has a hole",
-                offset,
-                hole_end,
-            )
-        claimed = [c.start_offset for c in self.claims(tp)]
-        log_start = min([start, *claimed]) if end else min(claimed, default=0)
-        raise OffsetOutOfRangeError(
-            f"offset {offset} is outside the remote log of {where} [{log_start}, {end})",
-            log_start,
-            end,
-        )
+    def _locate(self, tp: TopicIdPartition, offset: int) -> RemoteLogSegmentMetadata:
+        """:func:`gateway.service.locate.locate` with this fetcher's claims (may list the
+        partition: call it off the event loop)."""
+        return locate(self.rlmm, self.claims, tp, offset)
 
     def next_segment(
         self, tp: TopicIdPartition, meta: RemoteLogSegmentMetadata
     ) -> RemoteLogSegmentMetadata | None:
         """The segment after ``meta``: it must hold ``endOffset + 1``; ``None`` at the end of
-        the remote log."""
+        the remote log (may list the partition: call it off the event loop)."""
         try:
             return self._locate(tp, meta.end_offset + 1)
         except OffsetOutOfRangeError:
             return None
 
+    async def following(
+        self, tp: TopicIdPartition, meta: RemoteLogSegmentMetadata
+    ) -> RemoteLogSegmentMetadata | None:
+        """:meth:`next_segment`: inline when :func:`held` finds it, else in a thread."""
+        found = await read_inline(self.rlmm, held, self.rlmm, tp, meta.end_offset + 1)
+        return found or await asyncio.to_thread(self.next_segment, tp, meta)
+
     async def fetch(
         self, tp: TopicIdPartition, offset: int, max_bytes: int, deadline: Deadline
     ) -> tuple[list[SegmentRead], int]:
         """Batches from ``offset`` and the next offset to fetch (one past the last offset
-        considered). RLMM reads are SQLite calls and run off the event loop.
+        considered).
 
         At exactly the remote log end: no batches and ``offset`` itself, as Kafka answers a
         fetch at the high watermark; past it, :class:`OffsetOutOfRangeError`."""
         meta: RemoteLogSegmentMetadata | None
         try:
-            meta = await asyncio.to_thread(self._locate, tp, offset)
+            meta = await self.segment_for(tp, offset)
         except OffsetOutOfRangeError as exc:
             if offset != exc.log_end_offset:
                 raise
-            _, end = await asyncio.to_thread(remote_bounds, self.rlmm, tp)
+            _, end = await read_inline(self.rlmm, remote_bounds, self.rlmm, tp)
             if offset != end:  # e.g. the tail is being deleted: not the end the answer says
                 raise
             return [], offset
@@ -240,7 +197,7 @@ class Fetcher:
                 raise
             if read is not None:
                 reads.append(read)
-                budget -= len(read.data)
+                budget -= read.end_position - read.position
                 target = next_offset = read.last_offset + 1
             if full:
                 break  # the budget ended inside this segment
@@ -250,7 +207,7 @@ class Fetcher:
             if budget <= 0:
                 break
             try:
-                meta = await asyncio.to_thread(self.next_segment, tp, meta)
+                meta = await self.following(tp, meta)
             except GatewayError:
                 if reads:
                     break
@@ -276,24 +233,29 @@ class Fetcher:
                 raise
         return indexes
 
-    async def batches(
+    async def windows(
         self,
         meta: RemoteLogSegmentMetadata,
         framer: SegmentFramer,
-        window: int,
+        window: int | Callable[[], int],
         deadline: Deadline,
         *,
         grow: bool = False,
-    ) -> AsyncIterator[list[RecordBatch]]:
-        """The segment's batches window by window from ``framer``'s cursor, to its end
-        (checked there); windows double up to ``MAX_WINDOW`` when ``grow``. Every iteration
-        consumes bytes or fails: no loop without progress."""
+    ) -> AsyncIterator[list[Run]]:
+        """The segment's batches window by window from ``framer``'s cursor (a new framer), to
+        its end (checked there), as runs framed in place (:func:`frame_window`); ``window`` is a
+        size, or says the next size before each read; windows double up to ``MAX_WINDOW``
+        when ``grow``. Every iteration consumes bytes or fails: no
+        loop without progress."""
         key = framer.bounds.key
+        boundary = framer.cursor
         while not framer.at_end:
-            if grow:
-                window = min(window * 2, MAX_WINDOW)
+            if callable(window):
+                size = window()
+            else:
+                size = window = min(window * 2, MAX_WINDOW) if grow else window
             cursor = framer.cursor
-            want = max(window, framer.need)
+            want = max(size, framer.need)
             try:
                 data, size = await self._source.read(meta, cursor, cursor + want, deadline)
                 if size != framer.bounds.size:
@@ -303,7 +265,8 @@ class Fetcher:
                     )
                 if not data:
                     raise CorruptDataError(f"{key}: no bytes at {cursor} of {size}")
-                out = framer.feed(data)
+                framed = frame_window(framer, data, boundary)
+                boundary = framed.boundary
                 if framer.at_end:
                     framer.finish()
             except CorruptDataError as exc:
@@ -314,7 +277,20 @@ class Fetcher:
                     raise
                 add_context(exc, f"{key} (read from byte {cursor})")
                 raise
-            yield out
+            yield framed.runs
+
+    async def batches(
+        self,
+        meta: RemoteLogSegmentMetadata,
+        framer: SegmentFramer,
+        window: int,
+        deadline: Deadline,
+        *,
+        grow: bool = False,
+    ) -> AsyncIterator[list[RecordBatch]]:
+        """:meth:`windows` as the list of each window's batches."""
+        async for runs in self.windows(meta, framer, window, deadline, grow=grow):
+            yield [batch for run in runs for batch in run.batches]
 
     def framer(
         self, meta: RemoteLogSegmentMetadata, indexes: SegmentIndexes, target: int
@@ -334,42 +310,71 @@ class Fetcher:
         deadline: Deadline,
     ) -> tuple[SegmentRead | None, bool]:
         """Whole batches of one segment from the first ending at or after ``target``, within
-        ``budget`` (one batch at least when ``min_one``); and whether the budget ended here."""
+        ``budget`` (one batch at least when ``min_one``), each CRC checked once; and whether
+        the budget ended here. The batches stay views of the bytes read."""
         framer = self.framer(meta, await self.indexes(meta, deadline), target)
-        window = min(max(budget, MIN_WINDOW), MAX_WINDOW)
-        out: list[bytes] = []
-        total, first_pos, first_off, last_off = 0, -1, -1, -1
+        parts: list[FetchedBatches] = []
+        kept: list[RecordBatch] = []
+        total = 0
 
         def done(full: bool) -> tuple[SegmentRead | None, bool]:
-            if not out:
+            if not kept:
                 return None, full
-            return SegmentRead(meta, first_pos, b"".join(out), first_off, last_off), full
+            return SegmentRead(meta, tuple(parts), tuple(kept)), full
 
-        async for batches in self.batches(meta, framer, window, deadline):
-            for batch in batches:
-                if batch.last_offset < target:
-                    continue
-                size_b = batch.size_in_bytes
-                if total + size_b > budget and (out or not min_one):
-                    return done(True)
-                try:
-                    batch.ensure_valid()
-                except CorruptDataError as exc:
-                    await self._source.chunks.invalidate(meta.segment_id.id)
-                    add_context(exc, framer.bounds.key)
-                    raise
-                if not out:
-                    first_pos, first_off = batch.position, batch.base_offset
-                out.append(bytes(batch.view))
-                total += size_b
-                last_off = batch.last_offset
-                if total >= budget:
-                    end_here = batch.last_offset == meta.end_offset and framer.at_end
-                    return done(not end_here)
+        def window() -> int:  # the rest of the budget and the batch that may not fit it
+            return min(max(budget - total, 0) + MIN_WINDOW, MAX_WINDOW)
+
+        async for runs in self.windows(meta, framer, window, deadline):
+            for run in runs:
+                first = len(kept)
+                full: bool | None = None
+                for batch in run.batches:
+                    if batch.last_offset < target:
+                        continue
+                    size_b = batch.size_in_bytes
+                    if total + size_b > budget and (kept or not min_one):
+                        full = True
+                        break
+                    try:
+                        batch.ensure_valid()
+                    except CorruptDataError as exc:
+                        await self._source.chunks.invalidate(meta.segment_id.id)
+                        add_context(exc, framer.bounds.key)
+                        raise
+                    kept.append(batch)
+                    total += size_b
+                    if total >= budget:
+                        full = not (batch.last_offset == meta.end_offset and framer.at_end)
+                        break
+                if len(kept) > first:
+                    parts.append(_part(meta, run, kept[first], kept[-1]))
+                if full is not None:
+                    return done(full)
         return done(False)
 
 
+def _part(
+    meta: RemoteLogSegmentMetadata, run: Run, first: RecordBatch, last: RecordBatch
+) -> FetchedBatches:
+    """The batches ``first`` to ``last`` of ``run``, as a view of its buffer."""
+    lo, hi = first.position - run.base, last.position + last.size_in_bytes - run.base
+    return FetchedBatches(meta.start_offset, run.buffer[lo:hi], first.base_offset, last.last_offset)
+
+
 def to_batches(reads: list[SegmentRead]) -> tuple[FetchedBatches, ...]:
-    return tuple(
-        FetchedBatches(r.meta.start_offset, r.data, r.first_offset, r.last_offset) for r in reads
-    )
+    return tuple(part for r in reads for part in r.parts)
+
+
+__all__ = [  # Claim, remote_bounds and resolve live in gateway.service.locate; re-exported
+    "MAX_WINDOW",
+    "MIN_WINDOW",
+    "Claim",
+    "Fetcher",
+    "SegmentRead",
+    "SegmentVanishedError",
+    "remote_bounds",
+    "resolve",
+    "segment_bounds",
+    "to_batches",
+]

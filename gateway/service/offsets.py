@@ -27,7 +27,8 @@ from gateway.metadata.manager import RemoteLogMetadataManager
 from gateway.metadata.model import RemoteLogSegmentMetadata, SegmentState, TopicIdPartition
 from gateway.read.timesearch import TimestampHit, TimestampSearch
 from gateway.remote.keys import Suffix
-from gateway.service.fetch import Fetcher, remote_bounds, resolve
+from gateway.service.fetch import Fetcher
+from gateway.service.locate import remote_bounds, resolve
 from gateway.service.types import OffsetResult
 
 NOT_FOUND = OffsetResult(-1, -1, None)

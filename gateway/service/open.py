@@ -110,6 +110,7 @@ async def _chunk_cache(
         reader,
         max_bytes=settings.chunk_cache_bytes,
         readahead_bytes=settings.readahead_bytes,
+        block_bytes=settings.block_bytes,
         disk=disk,
         executor=executor,
     )
@@ -137,6 +138,8 @@ async def open_service(settings: Settings) -> AsyncIterator[GatewayService]:
             executor,
             max_get_bytes=settings.max_get_bytes,
             max_concurrent_gets=settings.max_concurrent_gets,
+            get_rate_per_prefix=settings.get_rate_per_prefix,
+            hedge=settings.hedge_policy(),
         )
         index_dir = settings.index_cache_dir
         source = SegmentSource(

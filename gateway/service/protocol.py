@@ -18,6 +18,7 @@ Protocol. Every method raises only :class:`gateway.errors.GatewayError` subclass
 from __future__ import annotations
 
 import uuid
+from collections.abc import Sequence
 from typing import Literal, Protocol
 
 from prometheus_client.registry import Collector
@@ -76,7 +77,7 @@ class Service(Protocol):
 
     async def decode(
         self, result: FetchResult, offset: int, isolation: IsolationLevel
-    ) -> list[FetchedRecord]:
+    ) -> Sequence[FetchedRecord]:
         """The data records of ``result`` at or after ``offset`` (control records and, for
         read_committed, aborted records removed); CPU work, run off the event loop."""
         ...

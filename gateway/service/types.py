@@ -71,7 +71,7 @@ class FetchedBatches:
     """Whole record batches from one segment, as stored (for the raw response)."""
 
     segment_start_offset: int
-    data: bytes
+    data: bytes | memoryview  # views of the bytes read (no copy)
     first_offset: int  # base offset of the first batch
     last_offset: int  # last offset of the last batch
 

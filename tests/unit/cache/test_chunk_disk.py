@@ -130,7 +130,7 @@ async def test_bytes_damaged_in_transit_never_reach_the_disk_tier(
     """An untransformed chunk is only checked when its batches are framed, after the disk
     write was queued: the CRC failure must drop it there too, and the retry read it anew."""
     real = FilesystemStore.get_range
-    damaged = []
+    damaged: list[str] = []
 
     async def once(self: FilesystemStore, key: str, start: int, end: int) -> bytes:
         data = await real(self, key, start, end)

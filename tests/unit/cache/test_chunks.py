@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import uuid
 from collections.abc import AsyncIterator
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -13,41 +12,20 @@ import pytest
 from gateway.cache.chunks import ChunkCache
 from gateway.deadline import Deadline
 from gateway.errors import StorageUnavailableError
-from gateway.kafka.demo import write_demo_segment
-from gateway.remote.keyring import KeyRing
-from gateway.remote.keys import Suffix
-from gateway.remote.manifest import parse_manifest
 from gateway.remote.reader import RemoteSegment, SegmentReader
 from gateway.remote.tiering import (
     TieringOptions,
-    build_segment_objects,
-    read_segment_dir,
-    segment_metadata,
-    upload_segment,
 )
 from gateway.storage.filesystem import FilesystemStore
-from gateway.storage.retry import Retrier, RetryPolicy
+from tests.unit.cache.helpers import Tiered, tiered_demo
 
 CHUNK = 1024
 
 
 @pytest.fixture
-async def tiered(tmp_path: Path) -> AsyncIterator[tuple[SegmentReader, RemoteSegment, bytes]]:
-    write_demo_segment(tmp_path / "seg")
-    (segment,) = read_segment_dir(tmp_path / "seg", include_active=True)
-    meta = segment_metadata(segment, topic="t", topic_id=uuid.uuid4(), partition=0)
-    options = TieringOptions(chunk_size=CHUNK, compression=True)
-    objects = build_segment_objects(
-        segment, meta, key_prefix="p/", keys=KeyRing.from_specs([]), options=options
-    )
-    store = FilesystemStore(tmp_path / "bucket")
-    await upload_segment(store, objects)
-    key = objects.key.with_suffix(Suffix.MANIFEST)
-    remote = RemoteSegment.open(
-        key, parse_manifest(await store.get(key.key)), KeyRing.from_specs([])
-    )
-    with ThreadPoolExecutor(2) as pool:
-        yield SegmentReader(store, Retrier(RetryPolicy(max_attempts=1)), pool), remote, segment.log
+async def tiered(tmp_path: Path) -> AsyncIterator[Tiered]:
+    async with tiered_demo(tmp_path, TieringOptions(chunk_size=CHUNK, compression=True)) as t:
+        yield t
 
 
 SID = uuid.UUID(int=1)
@@ -68,11 +46,19 @@ async def test_concurrent_misses_share_one_load(
     assert await cache.invalidate(SID) == 5 and cache.stats().entries == 0
 
 
+@pytest.mark.parametrize("compression", [True, False], ids=["chunks", "blocks"])
 async def test_a_failed_load_is_not_kept(
-    tiered: tuple[SegmentReader, RemoteSegment, bytes], monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, compression: bool
 ) -> None:
-    reader, remote, log = tiered
-    cache = ChunkCache(reader, max_bytes=1 << 20, readahead_bytes=0)
+    options = TieringOptions(chunk_size=CHUNK, compression=compression)
+    async with tiered_demo(tmp_path, options) as (reader, remote, log):
+        cache = ChunkCache(reader, max_bytes=1 << 20, readahead_bytes=0, block_bytes=256)
+        await _fails_then_reads(cache, remote, log, monkeypatch)
+
+
+async def _fails_then_reads(
+    cache: ChunkCache, remote: RemoteSegment, log: bytes, monkeypatch: pytest.MonkeyPatch
+) -> None:
     real = FilesystemStore.get_range
 
     async def down(self: FilesystemStore, key: str, start: int, end: int) -> bytes:

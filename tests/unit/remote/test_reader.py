@@ -48,6 +48,8 @@ from gateway.remote.tiering import (
 )
 from gateway.storage.base import ObjectStore
 from gateway.storage.filesystem import FilesystemStore
+from gateway.storage.hedge import HedgePolicy
+from gateway.storage.ratelimit import PrefixRateLimiter
 from gateway.storage.retry import Retrier, RetryPolicy
 from gateway.storage.sync import SyncFilesystemStore
 
@@ -85,8 +87,8 @@ def _objects(segment: LocalSegment, keys: KeyRing, **options: object) -> Segment
         segment,
         meta,
         key_prefix="tiered/",
-        options=TieringOptions(**options),
-        keys=keys,  # type: ignore[arg-type]
+        options=TieringOptions(**options),  # type: ignore[arg-type]
+        keys=keys,
     )
 
 
@@ -532,3 +534,46 @@ def test_blocking_retries(script: list[type[GatewayError] | None], attempts: int
         with pytest.raises(final):
             Retrier(policy).run_blocking("GET k", op, Deadline.after(5))
     assert len(calls) == attempts
+
+
+async def test_a_straggling_get_is_hedged_and_the_first_answer_kept(
+    tmp_path: Path, segment: LocalSegment, keys: KeyRing, executor: ThreadPoolExecutor
+) -> None:
+    class FirstCallHangs(FilesystemStore):
+        calls = 0
+        cancelled = 0
+
+        async def get_range(self, key: str, start: int, end: int) -> bytes:
+            FirstCallHangs.calls += 1
+            if FirstCallHangs.calls == 1:
+                try:
+                    await asyncio.Event().wait()  # a straggler: answers never
+                except asyncio.CancelledError:
+                    FirstCallHangs.cancelled += 1
+                    raise
+            return await super().get_range(key, start, end)
+
+    store = FirstCallHangs(tmp_path)
+    _, remote = await _tiered(store, segment, keys, chunk_size=512, compression=False)
+    reader = SegmentReader(store, Retrier(), executor, hedge=HedgePolicy(after_s=0.001))
+    assert await reader.read_range(remote, 100, 3000, Deadline.after(30)) == segment.log[100:3000]
+    c = reader.counters
+    assert (c.gets, c.hedges, c.hedge_wins) == (1, 1, 1) and FirstCallHangs.cancelled == 1
+    # No hedging: the GET is simply waited for.
+    plain = SegmentReader(store, Retrier(), executor, hedge=HedgePolicy(max_fraction=0))
+    assert await plain.read_range(remote, 0, 10, Deadline.after(30)) == segment.log[:10]
+    assert plain.counters.hedges == 0
+
+
+async def test_gets_take_tokens_of_their_key_prefix(
+    tmp_path: Path, segment: LocalSegment, keys: KeyRing, executor: ThreadPoolExecutor
+) -> None:
+    store = FilesystemStore(tmp_path)
+    _, remote = await _tiered(store, segment, keys, chunk_size=512, compression=False)
+    reader = SegmentReader(store, Retrier(), executor, get_rate_per_prefix=2.0)
+    now = [0.0]
+    reader.rate = PrefixRateLimiter(2.0, clock=lambda: now[0])  # a clock the test moves
+    for _ in range(2):
+        await reader.read_range(remote, 0, 10, Deadline.after(30))
+    assert reader.rate.waits == 0
+    assert reader.rate.reserve(remote.key.key) == pytest.approx(0.5)  # the burst is spent

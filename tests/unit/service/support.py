@@ -9,6 +9,7 @@ from collections.abc import AsyncIterator
 from prometheus_client import generate_latest
 
 from gateway.config import Settings
+from gateway.demo import DemoBucket
 from gateway.service.core import GatewayService
 from gateway.service.open import open_service
 
@@ -19,6 +20,13 @@ async def ready_service(settings: Settings) -> AsyncIterator[GatewayService]:
     async with open_service(settings) as svc:
         await svc.wait_ready()
         yield svc
+
+
+def demo_settings(demo: DemoBucket) -> Settings:
+    """Settings that serve the demo bucket as written."""
+    return Settings(
+        store=demo.store_url, key_prefix=demo.key_prefix, key_pairs=[demo.key_pair_spec]
+    )
 
 
 def metrics_text(service: GatewayService) -> str:

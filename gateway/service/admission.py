@@ -1,0 +1,110 @@
+"""Admission by bytes: a process-wide budget of response bytes in flight.
+
+Every data request reserves the most its answer may hold in memory at once (a JSON or raw
+page: its ``max_bytes``; an NDJSON stream: one page) before it reads anything, and gives it back
+when its response is sent. Beyond the budget requests wait in arrival order within their own
+deadline; one that is still waiting when the deadline passes gets :class:`OverloadedError`
+(503 ``overloaded``, retriable, with ``Retry-After``) rather than pushing the process past its
+memory bound. A reservation larger than the whole budget is cut to the budget, so any single
+request can always run alone; Kafka's "at least one whole batch" may still exceed a page by
+one batch, which the budget's headroom covers.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections import deque
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager, suppress
+from dataclasses import dataclass
+
+from gateway.deadline import Deadline
+from gateway.errors import OverloadedError
+
+
+@dataclass(slots=True)
+class BudgetStats:
+    """What the budget has seen: admitted at once, admitted after waiting, refused."""
+
+    admitted: int = 0
+    waited: int = 0
+    refused: int = 0
+
+
+class ByteBudget:
+    """A FIFO-fair counting budget of bytes (one per process, shared by every request)."""
+
+    def __init__(self, capacity: int) -> None:
+        if capacity <= 0:
+            raise ValueError(f"a byte budget needs a positive capacity, not {capacity}")
+        self.capacity = capacity
+        self.in_use = 0
+        self.stats = BudgetStats()
+        self._waiters: deque[tuple[int, asyncio.Future[None]]] = deque()
+
+    @property
+    def waiting(self) -> int:
+        return sum(1 for _, fut in self._waiters if not fut.done())
+
+    @asynccontextmanager
+    async def hold(self, nbytes: int, deadline: Deadline) -> AsyncIterator[int]:
+        """Hold ``nbytes`` (cut to ``[1, capacity]``) for the block; yields what is held."""
+        held = await self.acquire(nbytes, deadline)
+        try:
+            yield held
+        finally:
+            self.release(held)
+
+    async def acquire(self, nbytes: int, deadline: Deadline) -> int:
+        """Reserve ``nbytes`` (cut to ``[1, capacity]``), waiting in arrival order until the
+        deadline; returns what was reserved, to give back with :meth:`release`."""
+        n = min(max(nbytes, 1), self.capacity)
+        if not self._waiters and self.in_use + n <= self.capacity:
+            self.in_use += n
+            self.stats.admitted += 1
+            return n
+        fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        entry = (n, fut)
+        self._waiters.append(entry)
+        try:
+            remaining = deadline.remaining()
+            if remaining > 0:
+                await asyncio.wait({fut}, timeout=remaining)
+        except BaseException:  # cancelled while waiting (the client went away)
+            self._give_up(entry)
+            raise
+        if fut.done():
+            self.stats.waited += 1
+            return n
+        self._give_up(entry)
+        self.stats.refused += 1
+        raise OverloadedError(
+            f"{self.in_use} of {self.capacity} response bytes in flight; {n} more did not free "
+            "up before the request's deadline"
+        )
+
+    def release(self, n: int) -> None:
+        self.in_use -= n
+        self._grant()
+
+    def _give_up(self, entry: tuple[int, asyncio.Future[None]]) -> None:
+        n, fut = entry
+        if fut.done():  # granted just as its waiter gave up: hand the bytes back
+            self.release(n)
+            return
+        fut.cancel()
+        with suppress(ValueError):
+            self._waiters.remove(entry)
+        self._grant()  # the head may have been the one blocking smaller requests behind it
+
+    def _grant(self) -> None:
+        while self._waiters:
+            n, fut = self._waiters[0]
+            if fut.done():
+                self._waiters.popleft()
+                continue
+            if self.in_use + n > self.capacity:
+                return
+            self._waiters.popleft()
+            self.in_use += n
+            fut.set_result(None)

@@ -1,0 +1,138 @@
+"""Untransformed segments are read and cached in aligned blocks, not whole chunks."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import AsyncIterator
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+
+from gateway.cache.chunk_disk import ChunkDiskTier
+from gateway.cache.chunks import ChunkCache
+from gateway.cache.segments import SegmentSource
+from gateway.deadline import Deadline
+from gateway.remote.keyring import KeyRing
+from gateway.remote.reader import RemoteSegment, SegmentReader
+from gateway.remote.tiering import (
+    TieringOptions,
+)
+from gateway.storage.retry import Retrier
+from tests.unit.cache.helpers import KEY_PREFIX, Tiered, tier_demo, tiered_demo
+
+CHUNK = 8192  # the segment's chunks: a cold read must not fetch one whole
+BLOCK = 512
+SID = uuid.UUID(int=1)
+
+
+@pytest.fixture
+async def plain(tmp_path: Path) -> AsyncIterator[Tiered]:
+    async with tiered_demo(tmp_path, TieringOptions(chunk_size=CHUNK)) as (reader, remote, log):
+        assert remote.transform.is_identity and remote.size > 2 * CHUNK
+        yield reader, remote, log
+
+
+async def test_a_cold_read_fetches_the_aligned_range_not_the_chunk(
+    plain: tuple[SegmentReader, RemoteSegment, bytes],
+) -> None:
+    reader, remote, log = plain
+    cache = ChunkCache(reader, max_bytes=1 << 20, readahead_bytes=0, block_bytes=BLOCK)
+    assert await cache.read(remote, SID, 1000, 2100, Deadline.after(10)) == log[1000:2100]
+    c = reader.counters
+    assert (c.gets, c.bytes_fetched) == (1, 2560 - 512)  # blocks [512, 2560): 4 of them
+    assert cache.stats().entries == 4
+    # Inside those blocks: memory; one byte past them: only the missing block is fetched.
+    assert await cache.read(remote, SID, 600, 2560, Deadline.after(10)) == log[600:2560]
+    assert await cache.read(remote, SID, 2000, 2561, Deadline.after(10)) == log[2000:2561]
+    assert (c.gets, c.bytes_fetched) == (2, 2048 + BLOCK)
+    # The last block is short; a read past the end is clamped.
+    end = len(log)
+    assert await cache.read(remote, SID, end - 10, end + 999, Deadline.after(10)) == log[-10:]
+    assert await cache.invalidate(SID) == 6 and cache.stats().entries == 0
+
+
+async def test_concurrent_cold_reads_share_blocks_and_gets(
+    plain: tuple[SegmentReader, RemoteSegment, bytes],
+) -> None:
+    reader, remote, log = plain
+    cache = ChunkCache(reader, max_bytes=1 << 20, readahead_bytes=0, block_bytes=BLOCK)
+    reads = await asyncio.gather(
+        *(cache.read(remote, SID, 100, 5000, Deadline.after(10)) for _ in range(50))
+    )
+    assert set(reads) == {log[100:5000]}
+    assert reader.counters.gets == 1 and cache.stats().loads == 1
+
+
+async def test_forward_reads_read_blocks_ahead(
+    plain: tuple[SegmentReader, RemoteSegment, bytes],
+) -> None:
+    reader, remote, log = plain
+    cache = ChunkCache(reader, max_bytes=1 << 20, readahead_bytes=4 * BLOCK, block_bytes=BLOCK)
+    await cache.read(remote, SID, 0, 2 * BLOCK, Deadline.after(10))
+    await cache.read(remote, SID, BLOCK + 7, 3 * BLOCK, Deadline.after(10))
+    await cache.settle()
+    assert cache.stats().readahead_chunks == 4
+    gets = reader.counters.gets
+    got = await cache.read(remote, SID, 3 * BLOCK, 7 * BLOCK, Deadline.after(10))
+    assert got == log[3 * BLOCK : 7 * BLOCK] and reader.counters.gets == gets
+
+
+async def test_blocks_on_disk_survive_a_restart_but_not_a_new_block_size(
+    plain: tuple[SegmentReader, RemoteSegment, bytes], tmp_path: Path
+) -> None:
+    reader, remote, log = plain
+
+    def cache(block: int) -> ChunkCache:
+        disk = ChunkDiskTier(tmp_path / "disk", 1 << 20)
+        disk.open()
+        return ChunkCache(
+            reader, max_bytes=1 << 20, readahead_bytes=0, block_bytes=block, disk=disk
+        )
+
+    first = cache(BLOCK)
+    assert await first.read(remote, SID, 0, 3000, Deadline.after(10)) == log[:3000]
+    await first.settle()
+    gets = reader.counters.gets
+    again = cache(BLOCK)
+    assert await again.read(remote, SID, 10, 2000, Deadline.after(10)) == log[10:2000]
+    assert reader.counters.gets == gets  # from disk
+    bigger = cache(4 * BLOCK)  # block 0 on disk holds 512 bytes, now it must hold 2048
+    assert await bigger.read(remote, SID, 0, 3000, Deadline.after(10)) == log[:3000]
+    assert reader.counters.gets == gets + 1
+
+
+async def test_prefetch_loads_a_head_once_in_the_background(
+    plain: tuple[SegmentReader, RemoteSegment, bytes],
+) -> None:
+    reader, remote, log = plain
+    cache = ChunkCache(reader, max_bytes=1 << 20, readahead_bytes=0, block_bytes=BLOCK)
+    assert cache.prefetch(remote, SID, 0, 4 * BLOCK) == 4
+    assert cache.prefetch(remote, SID, 0, 4 * BLOCK) == 0  # already loading
+    await cache.settle()
+    gets = reader.counters.gets
+    assert await cache.read(remote, SID, 0, 4 * BLOCK, Deadline.after(10)) == log[: 4 * BLOCK]
+    assert reader.counters.gets == gets == 1
+
+
+async def test_the_source_prefetches_the_head_of_a_segment(tmp_path: Path) -> None:
+    demo = await tier_demo(tmp_path, TieringOptions(chunk_size=CHUNK))
+    with ThreadPoolExecutor(2) as pool:
+        reader = SegmentReader(demo.store, Retrier(), pool)
+        cache = ChunkCache(reader, max_bytes=1 << 20, readahead_bytes=0, block_bytes=BLOCK)
+        source = SegmentSource(
+            reader, KeyRing(), key_prefix=KEY_PREFIX, executor=pool, chunk_cache=cache,
+            index_cache_bytes=1 << 20,
+        )  # fmt: skip
+        await source.start()
+        try:
+            source.prefetch(demo.meta, 3 * BLOCK)
+            await source.settle()
+            assert cache.stats().entries == 3
+            gets = reader.counters.gets
+            got, size = await source.read(demo.meta, 0, 3 * BLOCK, Deadline.after(10))
+            assert (got, size) == (demo.log[: 3 * BLOCK], len(demo.log))
+            assert reader.counters.gets == gets == 2  # the manifest and one ranged GET
+        finally:
+            await source.aclose()
