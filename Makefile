@@ -46,6 +46,8 @@ bench: $(VENV)/.installed-dev
 	$(BIN)/python -m tests.bench.bench_s3
 	$(BIN)/python -m tests.bench.bench_metadata
 	$(BIN)/python -m tests.bench.bench_raw
+	$(BIN)/python -m tests.bench.bench_render
+	$(BIN)/python -m tests.bench.bench_cold
 	$(BIN)/python -m tests.bench.bench_spark
 	$(BIN)/python -m tests.bench.bench_http --docs docs/benchmarks.md
 

@@ -25,6 +25,7 @@ from gateway.api.errors import install_error_handlers
 from gateway.api.models import ErrorBody
 from gateway.api.observe import HttpMetrics, ObserveMiddleware
 from gateway.config import Settings
+from gateway.service.admission import ByteBudget
 from gateway.service.protocol import Service
 
 log = logging.getLogger(__name__)
@@ -64,7 +65,8 @@ def create_app(settings: Settings, service_factory: ServiceFactory | None = None
         factory = service_factory if service_factory is not None else _default_factory()
         async with factory(settings) as service:
             log.info("serving %s (key prefix %r)", settings.store, settings.key_prefix)
-            yield {"service": service, "settings": settings}
+            budget = ByteBudget(settings.inflight_bytes)
+            yield {"service": service, "settings": settings, "budget": budget}
         log.info("service closed")
 
     app = FastAPIOffline(

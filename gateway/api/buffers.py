@@ -8,7 +8,7 @@ Their sizes are known before the first byte is sent, so the response keeps its
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 from starlette.background import BackgroundTask
 from starlette.responses import Response
@@ -45,3 +45,38 @@ class BuffersResponse(Response):
         await send({"type": "http.response.body", "body": buffers[-1] if buffers else b""})
         if self.background is not None:
             await self.background()
+
+
+class HeldResponse(Response):
+    """``inner`` sent as is; ``release`` is called once when it is sent, failed or abandoned
+    (the client went away): the response's share of the in-flight byte budget
+    (:class:`gateway.service.admission.ByteBudget`) is held for exactly as long as its bytes."""
+
+    def __init__(self, inner: Response, release: Callable[[], None]) -> None:
+        # Not Response.__init__: the body, status and headers are the inner response's.
+        self.inner = inner
+        self.status_code = inner.status_code
+        self.raw_headers = inner.raw_headers
+        self.background = None
+        self._release = release
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if self.background is not None and self.inner.background is None:
+            self.inner.background = self.background  # FastAPI's background tasks, if any
+        try:
+            await self.inner(scope, receive, send)
+        finally:
+            self._release()
+
+
+def release_once(release: Callable[[int], None], held: int) -> Callable[[], None]:
+    """``release(held)`` the first time the result is called, nothing after."""
+    done = False
+
+    def once() -> None:
+        nonlocal done
+        if not done:
+            done = True
+            release(held)
+
+    return once

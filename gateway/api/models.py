@@ -143,7 +143,8 @@ _ERROR_DESCRIPTIONS: dict[int | str, str] = {
     502: "corrupt_data and its subclasses (crc_mismatch, corrupt_record, corrupt_index, "
     "corrupt_manifest, integrity_error, remote_gap: offsets no segment holds, ...) or "
     "storage_error: never a partial or shortened answer; the message names the object",
-    503: "storage_unavailable, not_ready or transaction_pending (read_committed reached a "
+    503: "storage_unavailable, not_ready, overloaded (the response bytes in flight stayed at "
+    "their budget until the deadline) or transaction_pending (read_committed reached a "
     "transaction whose marker is not tiered yet): retriable, with Retry-After",
     504: "deadline_exceeded: timeout_ms passed; retriable, with Retry-After",
     "default": "any other error, with the same body",

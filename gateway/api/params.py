@@ -23,6 +23,7 @@ from gateway.errors import InvalidRequestError, NotReadyError
 from gateway.kafka.ints import INT32_MAX
 from gateway.kafka.topic import TOPIC_MAX_LENGTH as MAX_TOPIC_LENGTH
 from gateway.kafka.topic import TOPIC_PATTERN, validate_topic_name
+from gateway.service.admission import ByteBudget
 from gateway.service.protocol import Service
 
 MAX_PARTITION: Final = INT32_MAX
@@ -64,6 +65,11 @@ async def get_settings(request: Request) -> Settings:
     return settings_of(request)
 
 
+async def get_budget(request: Request) -> ByteBudget:
+    """The process's budget of response bytes in flight (made by the app's lifespan)."""
+    return cast(ByteBudget, request.state.budget)
+
+
 async def _deadline(
     request: Request,
     timeout_ms: Annotated[
@@ -98,4 +104,5 @@ TopicName = Annotated[str, Depends(_topic)]
 PartitionNumber = Annotated[int, Path(ge=0, le=MAX_PARTITION, description="partition number, >= 0")]
 ServiceDep = Annotated[Service, Depends(get_service)]
 SettingsDep = Annotated[Settings, Depends(get_settings)]
+BudgetDep = Annotated[ByteBudget, Depends(get_budget)]
 DeadlineDep = Annotated[Deadline, Depends(_deadline)]

@@ -36,12 +36,13 @@ from typing import Annotated, Final
 from fastapi import APIRouter, Query, Request
 from starlette.responses import Response, StreamingResponse
 
-from gateway.api.buffers import BuffersResponse
+from gateway.api.buffers import BuffersResponse, HeldResponse, release_once
 from gateway.api.errors import error_body
 from gateway.api.formats import EmbeddedFormat, Encoders
 from gateway.api.models import RecordsResponse, error_responses
 from gateway.api.params import (
     READY,
+    BudgetDep,
     DeadlineDep,
     PartitionNumber,
     ServiceDep,
@@ -110,10 +111,8 @@ class _Fetch:
     deadline: Deadline
     encoders: Encoders
 
-    async def page(
-        self, offset: int, max_bytes: int
-    ) -> tuple[FetchResult, Sequence[FetchedRecord]]:
-        result = await self.service.fetch(
+    async def batches(self, offset: int, max_bytes: int) -> FetchResult:
+        return await self.service.fetch(
             self.topic,
             self.partition,
             offset,
@@ -121,6 +120,11 @@ class _Fetch:
             isolation=self.isolation,
             deadline=self.deadline,
         )
+
+    async def page(
+        self, offset: int, max_bytes: int
+    ) -> tuple[FetchResult, Sequence[FetchedRecord]]:
+        result = await self.batches(offset, max_bytes)
         return result, await self.service.decode(result, offset, self.isolation)
 
 
@@ -203,6 +207,7 @@ def router() -> APIRouter:
         partition: PartitionNumber,
         service: ServiceDep,
         settings: SettingsDep,
+        budget: BudgetDep,
         deadline: DeadlineDep,
         offset: Annotated[int, Query(ge=0, description="the first offset wanted")],
         max_bytes: Annotated[
@@ -242,35 +247,39 @@ def router() -> APIRouter:
         encoders = Encoders.of(key_format, value_format, header_format)
         fetch = _Fetch(service, topic, partition, isolation_level, deadline, encoders)
         if media_type == NDJSON:
-            budget = max_bytes or settings.max_response_bytes
-            result, records = await fetch.page(offset, min(settings.stream_page_bytes, budget))
-            try:
-                lines = await _lines(fetch, result, records)
-            except _UnfitError as unfit:
-                if not unfit.lines:  # the first record: nothing to stream before the error
-                    raise unfit.error from None
-                return Response(unfit.body(), media_type=NDJSON)
-            return StreamingResponse(
-                _stream(fetch, (result, lines), budget, settings.stream_page_bytes),
-                media_type=NDJSON,
-            )
-        limit = max_bytes or settings.default_max_bytes
-        if media_type == RAW:
-            result = await service.fetch(
-                topic,
-                partition,
-                offset,
-                max_bytes=limit,
-                isolation=isolation_level,
-                deadline=deadline,
-            )
-            result = fit_aborted_header(result)
-            return BuffersResponse(
-                [b.data for b in result.batches], media_type=RAW, headers=raw_headers(result)
-            )
-        result, records = await fetch.page(offset, limit)
-        large = is_large(result, records)
-        body = await off_loop(large, records_document, result, records, encoders)
-        return Response(body, media_type="application/json")
+            total = max_bytes or settings.max_response_bytes
+            page = min(settings.stream_page_bytes, total)  # a stream holds one page at a time
+        else:
+            total = page = max_bytes or settings.default_max_bytes
+        # The page's share of the bytes in flight, held until the response is sent.
+        release = release_once(budget.release, await budget.acquire(page, deadline))
+        try:
+            response = await _respond(fetch, media_type, offset, total, page)
+        except BaseException:
+            release()
+            raise
+        return HeldResponse(response, release)
 
     return r
+
+
+async def _respond(fetch: _Fetch, media_type: str, offset: int, total: int, page: int) -> Response:
+    """The answer in ``media_type``: ``total`` batch bytes at most, ``page`` at a time."""
+    if media_type == NDJSON:
+        result, records = await fetch.page(offset, page)
+        try:
+            lines = await _lines(fetch, result, records)
+        except _UnfitError as unfit:
+            if not unfit.lines:  # the first record: nothing to stream before the error
+                raise unfit.error from None
+            return Response(unfit.body(), media_type=NDJSON)
+        return StreamingResponse(_stream(fetch, (result, lines), total, page), media_type=NDJSON)
+    if media_type == RAW:
+        result = fit_aborted_header(await fetch.batches(offset, total))
+        return BuffersResponse(
+            [b.data for b in result.batches], media_type=RAW, headers=raw_headers(result)
+        )
+    result, records = await fetch.page(offset, total)
+    large = is_large(result, records)
+    body = await off_loop(large, records_document, result, records, fetch.encoders)
+    return Response(body, media_type="application/json")

@@ -27,7 +27,10 @@ def prefix_end(prefix: bytes) -> bytes | None:
 
 
 class KeyValueBackend(Protocol):
-    """An ordered map of byte keys to byte values with nested atomic transactions."""
+    """An ordered map of byte keys to byte values with nested atomic transactions.
+    ``in_memory``: reads are plain memory lookups (no I/O), cheap enough for an event loop."""
+
+    in_memory: bool
 
     def get(self, key: bytes) -> bytes | None: ...
 
@@ -58,6 +61,8 @@ class KeyValueBackend(Protocol):
 class MemoryBackend:
     """An in-process ordered map (``sortedcontainers.SortedDict``) with an undo log per
     transaction. Not thread-safe: the manager serialises calls."""
+
+    in_memory = True
 
     def __init__(self) -> None:
         self._data: SortedDict[bytes, bytes] = SortedDict()

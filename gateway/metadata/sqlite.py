@@ -25,6 +25,8 @@ _SCHEMA_VERSION = 1
 class SQLiteBackend:
     """An ordered key-value backend in one SQLite file (``:memory:`` for a private one)."""
 
+    in_memory = False  # reads are SQLite calls (I/O for a file), even for ``:memory:``
+
     def __init__(self, path: Path | str) -> None:
         self._path = str(path)
         try:

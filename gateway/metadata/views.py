@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import threading
 import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 from gateway.errors import UnknownTopicOrPartitionError
 from gateway.kafka.epoch import EpochEntry, LeaderEpochCache
@@ -34,6 +36,20 @@ class MetadataViews:
     def close(self) -> None:
         with self._lock:
             self._db.close()
+
+    @contextmanager
+    def inline_reads(self) -> Iterator[bool]:
+        """Whether point reads may run on the caller's thread now: true when the backend is
+        in memory and the lock was free at once (then held for the block), false otherwise
+        (a SQLite backend does I/O; a held lock means a scan is applying events). Lets an event
+        loop read without ever waiting behind a scan."""
+        if not self._db.in_memory or not self._lock.acquire(blocking=False):
+            yield False
+            return
+        try:
+            yield True
+        finally:
+            self._lock.release()
 
     # --- reads -------------------------------------------------------------------------------
 

@@ -27,7 +27,6 @@ from collections.abc import Callable, Sequence
 from typing import Protocol, TypeVar
 
 from gateway.errors import CorruptManifestError, OffsetOutOfRangeError, RemoteGapError
-from gateway.metadata.backend import MemoryBackend
 from gateway.metadata.manager import RemoteLogMetadataManager
 from gateway.metadata.model import RemoteLogSegmentMetadata, SegmentState, TopicIdPartition
 
@@ -51,12 +50,9 @@ T = TypeVar("T")
 async def read_inline(rlmm: RemoteLogMetadataManager, fn: Callable[..., T], *args: object) -> T:
     """``fn(*args)``, RLMM point reads: on the event loop for the in-memory backend when the
     RLMM's lock is free at once, else in a thread (see the module docstring)."""
-    lock = rlmm._lock  # the RLMM's own (reentrant) lock: taken here so the reads never wait
-    if isinstance(rlmm._db, MemoryBackend) and lock.acquire(blocking=False):
-        try:
+    with rlmm.inline_reads() as inline:
+        if inline:
             return fn(*args)
-        finally:
-            lock.release()
     return await asyncio.to_thread(fn, *args)
 
 

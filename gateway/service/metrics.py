@@ -92,6 +92,12 @@ class CoreCollector(Collector):
             reads.bytes_fetched / returned if returned else 0.0,
         )
         yield _counter("chunks_decoded", "Chunks decrypted and decompressed", reads.chunks_decoded)
+        yield _counter(
+            "remote_get_hedges", "Ranged GETs sent again because the first straggled", reads.hedges
+        )
+        yield _counter(
+            "remote_get_hedge_wins", "Hedged GETs answered before the first", reads.hedge_wins
+        )
 
     def _caches(self) -> Iterator[Metric]:
         source = self.source

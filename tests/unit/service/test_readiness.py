@@ -200,6 +200,8 @@ async def test_metrics_have_no_created_series_and_read_the_components(
     assert gets is not None and float(gets.group(1)) == service.reader.counters.gets > 0
     assert 'tiered_gateway_remote_get_seconds_bucket{le="+Inf"}' in text
     assert "tiered_gateway_bucket_scans_total 1.0" in text
+    hedges = service.reader.counters.hedges  # a loaded machine may hedge: read, not assumed
+    assert f"tiered_gateway_remote_get_hedges_total {float(hedges)}" in text
 
 
 async def test_an_unconfigured_key_pair_is_warned_at_start_and_answers_key_not_configured(

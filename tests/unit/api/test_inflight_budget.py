@@ -1,0 +1,64 @@
+"""The budget of response bytes in flight, over the app: a request waits for its page's share
+within its deadline, else 503 overloaded; every response, streamed or failed, gives it back."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+from fastapi import FastAPI
+from fastapi.testclient import TestClient
+
+from gateway.api.params import get_budget
+from gateway.deadline import Deadline
+from gateway.service.admission import ByteBudget
+from tests.unit.api.conftest import DEFAULT_MAX_BYTES
+
+URL = "/v1/topics/orders/partitions/0/records"
+
+
+@pytest.fixture
+def budget() -> ByteBudget:
+    return ByteBudget(DEFAULT_MAX_BYTES)
+
+
+@pytest.fixture
+def held(app: FastAPI, budget: ByteBudget) -> Iterator[TestClient]:
+    app.dependency_overrides[get_budget] = lambda: budget
+    with TestClient(app) as c:
+        yield c
+
+
+def test_a_full_budget_answers_overloaded_within_the_deadline(
+    held: TestClient, budget: ByteBudget
+) -> None:
+    assert held.portal is not None
+    taken = held.portal.call(budget.acquire, DEFAULT_MAX_BYTES, Deadline.after(60))
+    r = held.get(URL, params={"offset": 0, "timeout_ms": 50})
+    assert r.status_code == 503, r.text
+    body = r.json()
+    assert (body["error_code"], body["retriable"]) == ("overloaded", True)
+    assert "Retry-After" in r.headers
+    budget.release(taken)
+    assert held.get(URL, params={"offset": 0}).status_code == 200
+    assert budget.in_use == 0 and budget.stats.refused == 1
+
+
+@pytest.mark.parametrize(
+    "accept", ["application/json", "application/x-ndjson", "application/octet-stream"]
+)
+def test_every_response_gives_its_share_back(
+    held: TestClient, budget: ByteBudget, accept: str
+) -> None:
+    for _ in range(3):
+        r = held.get(URL, params={"offset": 0}, headers={"Accept": accept})
+        assert r.status_code == 200, r.text
+        assert r.content
+        assert budget.in_use == 0
+    assert budget.stats.admitted == 3
+
+
+def test_a_failed_request_gives_its_share_back(held: TestClient, budget: ByteBudget) -> None:
+    r = held.get(URL, params={"offset": 10**12})
+    assert r.status_code == 416, r.text
+    assert budget.in_use == 0 and budget.stats.admitted == 1
