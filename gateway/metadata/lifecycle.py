@@ -14,9 +14,9 @@ import logging
 
 from gateway.errors import GatewayError
 from gateway.metadata.manager import RemoteLogMetadataManager
+from gateway.metadata.manifests import metadata_from_manifest
 from gateway.metadata.model import RemoteLogSegmentMetadata, RemoteLogSegmentMetadataUpdate
 from gateway.metadata.model import SegmentState as S
-from gateway.metadata.scan import metadata_from_manifest
 from gateway.remote.keys import Suffix
 from gateway.remote.tiering import SegmentObjects, upload_segment
 from gateway.storage.base import ObjectStore

@@ -39,7 +39,6 @@ from gateway.deadline import Deadline
 from gateway.errors import ObjectNotFoundError
 from gateway.metadata.lineage import (
     CheckpointReader,
-    checkpoint_reader,
     read_checkpoints,
     record_lineages,
 )
@@ -51,7 +50,6 @@ from gateway.metadata.manifests import (
     finished,
     is_store_fault,
     list_manifests,
-    metadata_from_manifest,
     read_manifests,
 )
 from gateway.metadata.model import (
@@ -65,16 +63,7 @@ from gateway.remote.keys import Suffix, segment_key
 from gateway.storage.base import ObjectStore
 from gateway.storage.retry import Retrier, RetryPolicy
 
-__all__ = [  # the scan's vocabulary, wherever it is defined
-    "BucketScanner",
-    "CheckpointReader",
-    "ScanCounters",
-    "ScanReport",
-    "UnreadableSegment",
-    "checkpoint_reader",
-    "is_store_fault",
-    "metadata_from_manifest",
-]
+__all__ = ["BucketScanner", "ScanCounters"]
 
 log = logging.getLogger(__name__)
 

@@ -23,8 +23,9 @@ from gateway.errors import (
     UnknownTopicOrPartitionError,
 )
 from gateway.metadata.manager import RemoteLogMetadataManager
+from gateway.metadata.manifests import UnreadableSegment
 from gateway.metadata.model import RemoteLogSegmentMetadata, TopicIdPartition
-from gateway.metadata.scan import BucketScanner, UnreadableSegment
+from gateway.metadata.scan import BucketScanner
 from gateway.remote.reader import SegmentReader
 from gateway.service.committed import committed
 from gateway.service.fetch import Fetcher, SegmentVanishedError, to_batches

@@ -43,7 +43,7 @@ from gateway.metadata.manager import RemoteLogMetadataManager
 from gateway.metadata.model import RemoteLogSegmentMetadata, TopicIdPartition
 from gateway.read.framing import SegmentBounds, SegmentFramer
 from gateway.remote.keys import Suffix
-from gateway.service.locate import Claim, Claims, held, locate, read_inline, remote_bounds, resolve
+from gateway.service.locate import Claims, held, locate, read_inline, remote_bounds, resolve
 from gateway.service.runs import Run, frame_window
 from gateway.service.types import FetchedBatches
 from indexcache import SegmentIndexes
@@ -366,15 +366,12 @@ def to_batches(reads: list[SegmentRead]) -> tuple[FetchedBatches, ...]:
     return tuple(part for r in reads for part in r.parts)
 
 
-__all__ = [  # Claim, remote_bounds and resolve live in gateway.service.locate; re-exported
+__all__ = [
     "MAX_WINDOW",
     "MIN_WINDOW",
-    "Claim",
     "Fetcher",
     "SegmentRead",
     "SegmentVanishedError",
-    "remote_bounds",
-    "resolve",
     "segment_bounds",
     "to_batches",
 ]

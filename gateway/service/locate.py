@@ -33,7 +33,7 @@ from gateway.metadata.model import RemoteLogSegmentMetadata, SegmentState, Topic
 
 class Claim(Protocol):
     """What a segment whose manifest the scan could not read still tells: its start offset
-    and its manifest key (``gateway.metadata.scan.UnreadableSegment``)."""
+    and its manifest key (``gateway.metadata.manifests.UnreadableSegment``)."""
 
     @property
     def start_offset(self) -> int: ...

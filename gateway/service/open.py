@@ -22,8 +22,9 @@ from gateway.cache.chunk_disk import ChunkDiskTier
 from gateway.cache.chunks import ChunkCache
 from gateway.cache.segments import SegmentSource
 from gateway.config import Settings, env_name, flag_name
+from gateway.metadata.lineage import CheckpointReader, checkpoint_reader
 from gateway.metadata.open import open_manager
-from gateway.metadata.scan import BucketScanner, CheckpointReader, checkpoint_reader
+from gateway.metadata.scan import BucketScanner
 from gateway.remote.keyring import KeyRing
 from gateway.remote.keys import ObjectKey
 from gateway.remote.manifest import SegmentManifest

@@ -15,7 +15,7 @@ from collections.abc import Sequence
 
 from gateway.errors import CorruptManifestError, RemoteGapError
 from gateway.metadata.model import TopicIdPartition
-from gateway.service.fetch import Claim
+from gateway.service.locate import Claim
 
 log = logging.getLogger("gateway.spark.driver")
 

@@ -37,7 +37,7 @@ from pathlib import Path
 from gateway.errors import ConfigurationError, UnknownTopicOrPartitionError
 from gateway.metadata.manager import RemoteLogMetadataManager
 from gateway.metadata.model import RemoteLogSegmentMetadata, TopicIdPartition
-from gateway.service.fetch import Claim, remote_bounds, resolve
+from gateway.service.locate import Claim, remote_bounds, resolve
 from gateway.service.types import IsolationLevel
 from gateway.spark.dataloss import hole, lost
 from gateway.spark.options import Bound, BoundKind, ReadOptions

@@ -20,7 +20,7 @@ from gateway.metadata.model import RemoteLogSegmentMetadata, TopicIdPartition
 from gateway.read.framing import SegmentFramer
 from gateway.read.timesearch import TimestampSearch
 from gateway.remote.keys import Suffix
-from gateway.service.fetch import Claim, remote_bounds, resolve
+from gateway.service.locate import Claim, remote_bounds, resolve
 from gateway.service.offsets import timestamp_segment
 from gateway.spark.dataloss import lost
 from gateway.spark.plan import object_key, segment_ref

@@ -32,7 +32,7 @@ from gateway.remote.tiering import (
     segment_metadata,
     upload_segment,
 )
-from gateway.service.fetch import remote_bounds
+from gateway.service.locate import remote_bounds
 from gateway.storage.filesystem import FilesystemStore
 
 TOPIC_ID = "AAAAAAAAAAAAAAAAAAAAAQ"

@@ -26,9 +26,10 @@ from gateway.kafka.demo import DEMO_BASE_TIMESTAMP
 from gateway.kafka.records import LOG_APPEND_TIME, RecordLike
 from gateway.kafka.txn_index import TransactionIndex
 from gateway.metadata.backend import MemoryBackend
+from gateway.metadata.lineage import checkpoint_reader
 from gateway.metadata.manager import RemoteLogMetadataManager
 from gateway.metadata.model import TopicIdPartition
-from gateway.metadata.scan import BucketScanner, checkpoint_reader
+from gateway.metadata.scan import BucketScanner
 from gateway.remote.keyring import KeyRing
 from gateway.remote.keys import ObjectKey, Suffix, parse_object_key
 from gateway.remote.manifest import IndexType, ManifestSegmentMetadata, parse_manifest

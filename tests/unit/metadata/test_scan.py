@@ -24,9 +24,11 @@ from gateway.errors import (
 )
 from gateway.kafka.demo import write_demo_segment
 from gateway.metadata.backend import MemoryBackend
+from gateway.metadata.lineage import checkpoint_reader
 from gateway.metadata.manager import RemoteLogMetadataManager
+from gateway.metadata.manifests import UnreadableSegment
 from gateway.metadata.model import SegmentState, TopicIdPartition
-from gateway.metadata.scan import BucketScanner, UnreadableSegment, checkpoint_reader
+from gateway.metadata.scan import BucketScanner
 from gateway.remote.keyring import KeyRing
 from gateway.remote.keys import ObjectKey, Suffix
 from gateway.remote.manifest import ManifestSegmentMetadata as ManifestMetadata
