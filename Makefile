@@ -34,7 +34,7 @@ UNIT := -m 'not spark and not integration and not slow' -n auto
 unit: $(VENV)/.installed-dev
 	$(BIN)/pytest -q $(UNIT) tests/unit
 
-# The same, as where the `spark` extra is not installed: pyspark, pyarrow, numba and numpy
+# The same, as where the `spark` extra is not installed: pyspark and pyarrow
 # fail to import (tests/fixtures/without_spark), their test modules are skipped, the rest pass.
 unit-without-spark: $(VENV)/.installed-dev
 	PYTHONPATH=tests/fixtures/without_spark $(BIN)/pytest -q -rs $(UNIT) tests

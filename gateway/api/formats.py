@@ -68,6 +68,7 @@ class Field(NamedTuple):
 
     encode: Encoder
     quoted: bool
+    format: EmbeddedFormat
 
     def token(self, data: bytes | None) -> bytes:
         """The field's complete JSON token (``null`` for None)."""
@@ -78,9 +79,9 @@ class Field(NamedTuple):
 
 def _field(fmt: EmbeddedFormat, parameter: str) -> Field:
     if fmt is EmbeddedFormat.BASE64:
-        return Field(base64, True)
+        return Field(base64, True, fmt)
     if fmt is EmbeddedFormat.HEX:
-        return Field(binascii.hexlify, True)
+        return Field(binascii.hexlify, True, fmt)
     if fmt is EmbeddedFormat.STRING:
 
         def string(data: bytes) -> bytes:
@@ -91,14 +92,14 @@ def _field(fmt: EmbeddedFormat, parameter: str) -> Field:
                     f"{parameter}=string: not UTF-8 ({exc.reason} at byte {exc.start})", parameter
                 ) from None
 
-        return Field(string, False)
+        return Field(string, False, fmt)
 
     def embedded(data: bytes) -> bytes:
         if not _is_json(data):
             raise InvalidFormatError(f"{parameter}=json: not one JSON value", parameter)
         return data.replace(b"\n", b" ").replace(b"\r", b" ")
 
-    return Field(embedded, False)
+    return Field(embedded, False, fmt)
 
 
 class Encoders(NamedTuple):
@@ -117,4 +118,4 @@ class Encoders(NamedTuple):
         )
 
 
-BASE64: Final = Encoders(*(Field(base64, True),) * 3)
+BASE64: Final = Encoders(*(Field(base64, True, EmbeddedFormat.BASE64),) * 3)

@@ -13,7 +13,7 @@ one hand-off each per request, for work of a microsecond (issue 15).
 
 from __future__ import annotations
 
-from typing import Annotated, Final, cast
+from typing import Annotated, Final, NamedTuple, cast
 
 from fastapi import Depends, Path, Query, Request
 
@@ -61,27 +61,21 @@ async def get_service(request: Request) -> Service:
     return service_of(request)
 
 
-async def get_settings(request: Request) -> Settings:
-    return settings_of(request)
-
-
-async def get_budget(request: Request) -> ByteBudget:
-    """The process's budget of response bytes in flight (made by the app's lifespan)."""
-    return cast(ByteBudget, request.state.budget)
+TIMEOUT_MS: Final = (
+    "the request's deadline in ms (default and maximum: the request_timeout_ms and "
+    "max_request_timeout_ms settings)"
+)
 
 
 async def _deadline(
     request: Request,
-    timeout_ms: Annotated[
-        int | None,
-        Query(
-            ge=1,
-            description="the request's deadline in ms (default and maximum: the "
-            "request_timeout_ms and max_request_timeout_ms settings)",
-        ),
-    ] = None,
+    timeout_ms: Annotated[int | None, Query(ge=1, description=TIMEOUT_MS)] = None,
 ) -> Deadline:
-    settings = settings_of(request)
+    return deadline_after(settings_of(request), timeout_ms)
+
+
+def deadline_after(settings: Settings, timeout_ms: int | None) -> Deadline:
+    """The deadline ``timeout_ms`` asks for (None: the default), within the settings' bound."""
     if timeout_ms is None:
         timeout_ms = settings.request_timeout_ms
     elif timeout_ms > settings.max_request_timeout_ms:
@@ -93,16 +87,35 @@ async def _deadline(
 
 
 async def _require_ready(request: Request) -> None:
-    service = service_of(request)
+    _check_ready(service_of(request))
+
+
+def _check_ready(service: Service) -> None:
     if not service.ready():
         reason = service.readiness().reason or "the first bucket scan has not finished"
         raise NotReadyError(f"the catalog of remote segments is not loaded yet: {reason}")
+
+
+class Context(NamedTuple):
+    """What a data route needs from the lifespan, in one dependency (each dependency costs
+    FastAPI's machinery tens of µs per request: issue 15)."""
+
+    service: Service
+    settings: Settings
+    budget: ByteBudget
+
+
+async def _context(request: Request) -> Context:
+    """The lifespan's service, settings and byte budget; 503 ``not_ready`` as :data:`READY`."""
+    state = request.state
+    service = cast(Service, state.service)
+    _check_ready(service)
+    return Context(service, cast(Settings, state.settings), cast(ByteBudget, state.budget))
 
 
 READY: Final = Depends(_require_ready)
 TopicName = Annotated[str, Depends(_topic)]
 PartitionNumber = Annotated[int, Path(ge=0, le=MAX_PARTITION, description="partition number, >= 0")]
 ServiceDep = Annotated[Service, Depends(get_service)]
-SettingsDep = Annotated[Settings, Depends(get_settings)]
-BudgetDep = Annotated[ByteBudget, Depends(get_budget)]
 DeadlineDep = Annotated[Deadline, Depends(_deadline)]
+ReadyContext = Annotated[Context, Depends(_context)]

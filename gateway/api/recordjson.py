@@ -21,12 +21,14 @@ from typing import Final, cast
 
 import orjson
 
+from gateway.api import jsonkernel
 from gateway.api.formats import Encoders, Field
 from gateway.errors import InvalidFormatError
 from gateway.kafka.records import Header
-from gateway.service.records import BatchRecords, DecodedRecords
+from gateway.service.records import BatchRecords, ColumnRecords, DecodedRecords
 from gateway.service.types import FetchedRecord
 
+Buffer = bytes | memoryview  # a piece of text (joined once by the caller)
 _TYPES: Final = {False: b"CreateTime", True: b"LogAppendTime"}
 _NONE: Final = itertools.repeat(())  # the headers of a batch without any
 _NO_HEADERS: Final = b',"headers":[]'
@@ -34,7 +36,7 @@ _NO_HEADERS: Final = b',"headers":[]'
 
 def groups(records: Sequence[FetchedRecord]) -> Iterable[BatchRecords]:
     """``records`` batch by batch; any other sequence one record at a time."""
-    if isinstance(records, DecodedRecords):
+    if isinstance(records, DecodedRecords | ColumnRecords):
         return records.groups
     return (
         BatchRecords(
@@ -110,11 +112,21 @@ class Writer:
         return found
 
     def render(
-        self, records: Sequence[FetchedRecord], out: list[bytes]
+        self, records: Sequence[FetchedRecord], out: list[Buffer]
     ) -> InvalidFormatError | None:
         """Append the text of ``records`` to ``out`` in pieces (``sep`` between records; their
         join is the text); at a record not valid in its format, stop there (``out`` holds the
         records before it, whole) and return the error naming its offset."""
+        if isinstance(records, ColumnRecords):
+            codes = jsonkernel.formats_of(self.encoders)
+            text = (
+                None if codes is None else jsonkernel.write(records, codes, self.sep, self.started)
+            )
+            if text is not None:
+                if text:
+                    out.append(text)
+                    self.started = True
+                return None
         for group in groups(records):
             if not self._columns(group, out):
                 error = self._rows(group, out)
@@ -122,7 +134,7 @@ class Writer:
                     return error
         return None
 
-    def _columns(self, group: BatchRecords, out: list[bytes]) -> bool:
+    def _columns(self, group: BatchRecords, out: list[Buffer]) -> bool:
         """Write the batch by column; False when it must be written by row."""
         key, value = _present(group.keys), _present(group.values)
         if group.headers is not None or key is None or value is None or not group.offsets:
@@ -151,7 +163,7 @@ class Writer:
         self.started = True
         return True
 
-    def _rows(self, group: BatchRecords, out: list[bytes]) -> InvalidFormatError | None:
+    def _rows(self, group: BatchRecords, out: list[Buffer]) -> InvalidFormatError | None:
         both, key_only, value_only, neither, general = self.templates(
             group.log_append_time, group.leader_epoch
         )
@@ -204,7 +216,7 @@ def _headers(headers: Sequence[Header], field: Field) -> bytes:
 
 
 def write(
-    records: Sequence[FetchedRecord], encoders: Encoders, sep: bytes, out: list[bytes]
+    records: Sequence[FetchedRecord], encoders: Encoders, sep: bytes, out: list[Buffer]
 ) -> None:
     """Append the pieces of the records' text to ``out`` (:meth:`Writer.render`); raises
     :class:`InvalidFormatError` naming the offset."""

@@ -34,21 +34,14 @@ from dataclasses import dataclass
 from typing import Annotated, Final
 
 from fastapi import APIRouter, Query, Request
+from pydantic import BaseModel, ConfigDict, Field
 from starlette.responses import Response, StreamingResponse
 
 from gateway.api.buffers import BuffersResponse, HeldResponse, release_once
 from gateway.api.errors import error_body
 from gateway.api.formats import EmbeddedFormat, Encoders
 from gateway.api.models import RecordsResponse, error_responses
-from gateway.api.params import (
-    READY,
-    BudgetDep,
-    DeadlineDep,
-    PartitionNumber,
-    ServiceDep,
-    SettingsDep,
-    TopicName,
-)
+from gateway.api.params import TIMEOUT_MS, PartitionNumber, ReadyContext, TopicName, deadline_after
 from gateway.api.render import (
     NDJSON,
     RAW,
@@ -192,8 +185,36 @@ async def _stream(
     )
 
 
+class RecordsQuery(BaseModel):
+    """The query of a records request, validated as one model (one pass of pydantic-core
+    instead of FastAPI's per-parameter machinery: issue 15)."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    offset: int = Field(ge=0, description="the first offset wanted")
+    max_bytes: int | None = Field(
+        None,
+        ge=1,
+        description="record batch bytes to read (at least one batch); for NDJSON the whole "
+        "stream's budget. Default: the default_max_bytes setting, for NDJSON "
+        "max_response_bytes; at most max_response_bytes",
+    )
+    isolation_level: IsolationLevel = Field(
+        IsolationLevel.READ_UNCOMMITTED,
+        description="read_committed drops aborted transactions (any case)",
+    )
+    key_format: EmbeddedFormat = Field(EmbeddedFormat.BASE64, description=_FORMAT.format("keys"))
+    value_format: EmbeddedFormat = Field(
+        EmbeddedFormat.BASE64, description=_FORMAT.format("values")
+    )
+    header_format: EmbeddedFormat = Field(
+        EmbeddedFormat.BASE64, description=_FORMAT.format("header values")
+    )
+    timeout_ms: int | None = Field(None, ge=1, description=TIMEOUT_MS)
+
+
 def router() -> APIRouter:
-    r = APIRouter(prefix="/v1", tags=["records"], dependencies=[READY])
+    r = APIRouter(prefix="/v1", tags=["records"])
 
     @r.get(
         "/topics/{topic}/partitions/{partition}/records",
@@ -203,49 +224,27 @@ def router() -> APIRouter:
     async def get_records(
         *,
         request: Request,
+        ctx: ReadyContext,
         topic: TopicName,
         partition: PartitionNumber,
-        service: ServiceDep,
-        settings: SettingsDep,
-        budget: BudgetDep,
-        deadline: DeadlineDep,
-        offset: Annotated[int, Query(ge=0, description="the first offset wanted")],
-        max_bytes: Annotated[
-            int | None,
-            Query(
-                ge=1,
-                description="record batch bytes to read (at least one batch); for NDJSON the "
-                "whole stream's budget. Default: the default_max_bytes setting, for NDJSON "
-                "max_response_bytes; at most max_response_bytes",
-            ),
-        ] = None,
-        isolation_level: Annotated[
-            IsolationLevel,
-            Query(description="read_committed drops aborted transactions (any case)"),
-        ] = IsolationLevel.READ_UNCOMMITTED,
-        key_format: Annotated[EmbeddedFormat, Query(description=_FORMAT.format("keys"))] = (
-            EmbeddedFormat.BASE64
-        ),
-        value_format: Annotated[EmbeddedFormat, Query(description=_FORMAT.format("values"))] = (
-            EmbeddedFormat.BASE64
-        ),
-        header_format: Annotated[
-            EmbeddedFormat, Query(description=_FORMAT.format("header values"))
-        ] = EmbeddedFormat.BASE64,
+        query: Annotated[RecordsQuery, Query()],
     ) -> Response:
         """Records from `offset` on: JSON (default), NDJSON stream, or raw record batches
         (by the Accept header). At exactly the remote log end: no records and
         `end_of_remote_log` true (raw: `X-End-Of-Remote-Log: true`); past it: 416.
         A key, value or header value not valid in the asked format: 422 `invalid_format`
         naming the offset (NDJSON: the stream's last line, after the records before it)."""
+        service, settings, budget = ctx
         media_type = choose_media_type(request.headers.get("accept"))
+        deadline = deadline_after(settings, query.timeout_ms)
+        max_bytes = query.max_bytes
         if max_bytes is not None and max_bytes > settings.max_response_bytes:
             raise InvalidRequestError(
                 f"max_bytes {max_bytes} exceeds the maximum {settings.max_response_bytes}",
                 "max_bytes",
             )
-        encoders = Encoders.of(key_format, value_format, header_format)
-        fetch = _Fetch(service, topic, partition, isolation_level, deadline, encoders)
+        encoders = Encoders.of(query.key_format, query.value_format, query.header_format)
+        fetch = _Fetch(service, topic, partition, query.isolation_level, deadline, encoders)
         if media_type == NDJSON:
             total = max_bytes or settings.max_response_bytes
             page = min(settings.stream_page_bytes, total)  # a stream holds one page at a time
@@ -254,7 +253,7 @@ def router() -> APIRouter:
         # The page's share of the bytes in flight, held until the response is sent.
         release = release_once(budget.release, await budget.acquire(page, deadline))
         try:
-            response = await _respond(fetch, media_type, offset, total, page)
+            response = await _respond(fetch, media_type, query.offset, total, page)
         except BaseException:
             release()
             raise

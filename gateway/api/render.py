@@ -20,7 +20,7 @@ import anyio.to_thread
 import orjson
 
 from gateway.api.formats import BASE64, Encoders
-from gateway.api.recordjson import Writer, write
+from gateway.api.recordjson import Buffer, Writer, write
 from gateway.errors import InvalidFormatError, NotAcceptableError
 from gateway.kafka.batch import iter_batches
 from gateway.kafka.uuids import encode_uuid
@@ -121,20 +121,20 @@ def records_document(
             "end_of_remote_log": end_of_remote_log(result),
         }
     )
-    out = [head[:-1] + b',"records":[']
+    out: list[Buffer] = [head[:-1] + b',"records":[']
     write(records, encoders, b",", out)
     out.append(b"]," + tail[1:])
     return b"".join(out)
 
 
-def _lines(out: list[bytes]) -> bytes:
+def _lines(out: list[Buffer]) -> bytes:
     if out:
         out.append(b"\n")
     return b"".join(out)
 
 
 def ndjson_lines(records: Sequence[FetchedRecord], encoders: Encoders = BASE64) -> bytes:
-    out: list[bytes] = []
+    out: list[Buffer] = []
     write(records, encoders, b"\n", out)
     return _lines(out)
 
@@ -144,7 +144,7 @@ def ndjson_prefix(
 ) -> tuple[bytes, InvalidFormatError | None]:
     """The lines of ``records``; when one is not valid in its format, the lines of those
     before it and the error (so a stream ends at the record, never skipping it)."""
-    out: list[bytes] = []
+    out: list[Buffer] = []
     error = Writer(encoders, b"\n").render(records, out)
     return _lines(out), error
 

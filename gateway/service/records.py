@@ -26,9 +26,13 @@ import itertools
 import operator
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from typing import overload
+from typing import Any, overload
 
-from gateway.kafka.batch import TIMESTAMP_TYPE_MASK, iter_batches
+import numpy as np
+
+from gateway.kafka import kernel
+from gateway.kafka.batch import TIMESTAMP_TYPE_MASK, RecordBatch, iter_batches
+from gateway.kafka.ints import INT64_MAX
 from gateway.kafka.records import Header, Record, RecordLike
 from gateway.read.txn import AbortedFilter
 from gateway.service.types import (
@@ -37,6 +41,8 @@ from gateway.service.types import (
     FetchedRecord,
     IsolationLevel,
 )
+
+Array = Any  # numpy arrays
 
 _OFFSET = operator.attrgetter("offset")
 _TIMESTAMP = operator.attrgetter("timestamp")
@@ -134,6 +140,132 @@ class DecodedRecords(Sequence[FetchedRecord]):
         return f"DecodedRecords({len(self)} records in {len(self.groups)} batches)"
 
 
+class ColumnRecords(Sequence[FetchedRecord]):
+    """The records of a fetch as the compiled loop's columns (:class:`kernel.Decoded`) and a
+    row per batch: what :mod:`gateway.api.jsonkernel` writes text from with no object per
+    record. Read as a sequence, or by :attr:`groups`, each record is built on access."""
+
+    __slots__ = ("_groups", "batch_last", "columns", "epochs", "log_append")
+
+    def __init__(
+        self, columns: kernel.Decoded, batch_last: Array, log_append: Array, epochs: Array
+    ) -> None:
+        self.columns = columns
+        self.batch_last = batch_last  # int64 per batch: its last offset
+        self.log_append = log_append  # int64 per batch: 1 for LOG_APPEND_TIME
+        self.epochs = epochs  # int32 per batch, negative: none
+        self._groups: DecodedRecords | None = None
+
+    @classmethod
+    def decode(cls, batches: Sequence[RecordBatch], offset: int) -> ColumnRecords | None:
+        """The records at or after ``offset`` of ``batches`` (whole batches a consumer takes,
+        in order), or None when the record decoders must say: the loop objects, a header key
+        is not UTF-8 (Java replaces it), or the offsets do not strictly increase inside their
+        batches' ranges (a consumer skips records; the per-batch path does as it does)."""
+        held = kernel.Sections()
+        for batch in batches:
+            held.add(batch)
+        decoded = held.decode(offset, INT64_MAX, True) if held.batches else None
+        if decoded is None:
+            return None
+        last = np.array([b.last_offset for b in held.batches], np.int64)
+        offsets = decoded.offsets
+        if offsets.shape[0] and (
+            np.any(offsets[1:] <= offsets[:-1]) or np.any(offsets > last[decoded.batch_of])
+        ):
+            return None
+        keys = decoded.hkey_data
+        if keys.shape[0] and np.any(keys >= 0x80) and not _utf8_keys(decoded):
+            return None
+        return cls(decoded, last, np.ascontiguousarray(held.meta[:, 6]), held.epochs)
+
+    @property
+    def groups(self) -> tuple[BatchRecords, ...]:
+        """The records batch by batch, built once on first use."""
+        if self._groups is None:
+            self._groups = DecodedRecords(self._build())
+        return self._groups.groups
+
+    def _build(self) -> list[BatchRecords]:
+        d = self.columns
+        offsets, stamps = d.offsets.tolist(), (d.timestamps_us // 1000).tolist()
+        keys = _binary(d.key_offsets, d.key_valid, d.key_data)
+        values = _binary(d.value_offsets, d.value_valid, d.value_data)
+        hkeys = [k.decode() for k in _slices(d.hkey_offsets, d.hkey_data)]
+        hvalues = _binary(d.hvalue_offsets, d.hvalue_valid, d.hvalue_data)
+        hoff = d.header_offsets.tolist()
+        headers = [list(zip(hkeys[hoff[i] : hoff[i + 1]], hvalues[hoff[i] : hoff[i + 1]],
+                            strict=True)) for i in range(len(offsets))]  # fmt: skip
+        cuts = np.flatnonzero(np.diff(d.batch_of)) + 1
+        groups = []
+        for lo, hi in zip([0, *cuts.tolist()], [*cuts.tolist(), len(offsets)], strict=True):
+            if lo == hi:
+                continue
+            b = int(d.batch_of[lo])
+            epoch = int(self.epochs[b])
+            rows = headers[lo:hi]
+            groups.append(
+                BatchRecords(
+                    offsets[lo:hi],
+                    stamps[lo:hi],
+                    keys[lo:hi],
+                    values[lo:hi],
+                    rows if any(rows) else None,
+                    bool(self.log_append[b]),
+                    epoch if epoch >= 0 else None,
+                )
+            )
+        return groups
+
+    def _records(self) -> DecodedRecords:
+        self.groups  # noqa: B018 - builds them
+        assert self._groups is not None
+        return self._groups
+
+    def __len__(self) -> int:
+        return int(self.columns.offsets.shape[0])
+
+    @overload
+    def __getitem__(self, index: int) -> FetchedRecord: ...
+    @overload
+    def __getitem__(self, index: slice) -> list[FetchedRecord]: ...
+    def __getitem__(self, index: int | slice) -> FetchedRecord | list[FetchedRecord]:
+        return self._records()[index]
+
+    def __iter__(self) -> Iterator[FetchedRecord]:
+        return iter(self._records())
+
+    def __eq__(self, other: object) -> bool:
+        return self._records() == other
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return f"ColumnRecords({len(self)} records)"
+
+
+def _slices(offsets: Array, data: Array) -> list[bytes]:
+    """A binary column as bytes."""
+    blob, ends = data.tobytes(), offsets.tolist()
+    return [blob[ends[i] : ends[i + 1]] for i in range(len(ends) - 1)]
+
+
+def _binary(offsets: Array, valid: Array, data: Array) -> list[bytes | None]:
+    """A nullable binary column as bytes (None where not ``valid``)."""
+    blob, ends = data.tobytes(), offsets.tolist()
+    return [blob[ends[i] : ends[i + 1]] if ok else None for i, ok in enumerate(valid.tolist())]
+
+
+def _utf8_keys(d: kernel.Decoded) -> bool:
+    """Whether every header key is strict UTF-8."""
+    try:
+        for key in _slices(d.hkey_offsets, d.hkey_data):
+            key.decode()
+    except UnicodeDecodeError:
+        return False
+    return True
+
+
 def _from(records: Sequence[RecordLike], position: int) -> tuple[Sequence[RecordLike], list[int]]:
     """The records at or after ``position`` as the consumer takes them (each one's offset at
     least one past the one before), and their offsets."""
@@ -149,29 +281,49 @@ def _from(records: Sequence[RecordLike], position: int) -> tuple[Sequence[Record
     return kept, kept_offsets
 
 
+def consumed(
+    batches: tuple[FetchedBatches, ...],
+    offset: int,
+    isolation: IsolationLevel,
+    aborted: tuple[AbortedTransaction, ...] | None,
+) -> Iterator[RecordBatch]:
+    """The batches whose records a consumer fetching from ``offset`` may take, in order: no
+    control batch, none that ends before ``offset``, for read_committed none of an aborted
+    transaction."""
+    committed = AbortedFilter(aborted or ()) if isolation is IsolationLevel.READ_COMMITTED else None
+    for part in batches:
+        for batch in iter_batches(part.data):
+            if committed is not None and not committed.accepts(batch):
+                continue
+            if batch.is_control or batch.last_offset < offset:
+                continue
+            yield batch
+
+
 def decode_records(
     batches: tuple[FetchedBatches, ...],
     offset: int,
     isolation: IsolationLevel,
     aborted: tuple[AbortedTransaction, ...] | None,
-) -> DecodedRecords:
+) -> DecodedRecords | ColumnRecords:
     """The data records of ``batches`` from ``offset`` on; their CRCs were checked when the
-    fetch framed them."""
-    committed = AbortedFilter(aborted or ()) if isolation is IsolationLevel.READ_COMMITTED else None
+    fetch framed them. By the compiled loop as columns when it takes them all, else batch by
+    batch by the record decoders (which give every precise error)."""
+    chosen = list(consumed(batches, offset, isolation, aborted))
+    fast = ColumnRecords.decode(chosen, offset)
+    if fast is not None:
+        return fast
     groups: list[BatchRecords] = []
     position = offset  # the consumer's next offset: overlapping uploads never repeat a record
-    for part in batches:
-        for batch in iter_batches(part.data):
-            if committed is not None and not committed.accepts(batch):
-                continue
-            if batch.is_control or batch.last_offset < position:
-                continue
-            records, offsets = _from(batch.records(verify_crc=False), position)
-            if not offsets:
-                continue
-            position = offsets[-1] + 1
-            epoch = batch.partition_leader_epoch
-            log_append = bool(batch.attributes & TIMESTAMP_TYPE_MASK)
-            stamp = batch.max_timestamp if log_append else None
-            groups.append(BatchRecords.of(records, offsets, stamp, epoch if epoch >= 0 else None))
+    for batch in chosen:
+        if batch.last_offset < position:
+            continue
+        records, offsets = _from(batch.records(verify_crc=False), position)
+        if not offsets:
+            continue
+        position = offsets[-1] + 1
+        epoch = batch.partition_leader_epoch
+        log_append = bool(batch.attributes & TIMESTAMP_TYPE_MASK)
+        stamp = batch.max_timestamp if log_append else None
+        groups.append(BatchRecords.of(records, offsets, stamp, epoch if epoch >= 0 else None))
     return DecodedRecords(groups)

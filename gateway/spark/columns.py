@@ -3,7 +3,7 @@
 Two builders with one result:
 
 * :class:`FastColumns`, the executor's path: the records sections of many batches go to the
-  compiled loop (:mod:`gateway.spark.kernel`) whose arrays become Arrow buffers without a copy;
+  compiled loop (:mod:`gateway.kafka.kernel`) whose arrays become Arrow buffers without a copy;
 * :class:`RecordColumns`, the reference: the decoder's record objects, one list per field,
   then ``pa.array``. FastColumns falls back to it for a whole Arrow batch whenever the loop
   objects, so the reference decoder raises the precise error (or gives Java's answer for a
@@ -22,10 +22,9 @@ from typing import Any, Final
 import numpy as np
 import pyarrow as pa
 
+from gateway.kafka import kernel
 from gateway.kafka.batch import TIMESTAMP_TYPE_MASK, RecordBatch
-from gateway.kafka.codecs import DEFAULT_MAX_DECOMPRESSED, Codec, decompress
 from gateway.kafka.records import RecordLike
-from gateway.spark import kernel
 
 HEADER_TYPE: Final = pa.struct([("key", pa.string()), ("value", pa.binary())])
 # Spark's to_arrow_schema names the list child "element"; the schemas must be equal.
@@ -120,60 +119,41 @@ class FastColumns:
         self._hi = hi
         self._schema = arrow_schema(include_headers)
         self.fallbacks = 0  # Arrow batches the reference decoder built
-        self._clear()
+        self._held = kernel.Sections()
 
-    def _clear(self) -> None:
-        self.rows = 0  # records declared by the batches held (an upper bound)
-        self.size = 0  # bytes of their records sections
-        self._batches: list[RecordBatch] = []
-        self._parts: list[bytes | memoryview] = []
-        self._meta: list[tuple[int, int, int, int, int, int, int]] = []
-        self._epochs: list[int] = []
+    @property
+    def rows(self) -> int:
+        """Records declared by the batches held (an upper bound)."""
+        return self._held.rows
+
+    @property
+    def size(self) -> int:
+        """Bytes of the records sections held."""
+        return self._held.size
 
     def add(self, batch: RecordBatch) -> None:
-        codec = batch.codec
-        payload = batch.payload()
-        if codec is not Codec.NONE:
-            payload = memoryview(decompress(codec, payload, DEFAULT_MAX_DECOMPRESSED))
-        log_append = 1 if batch.attributes & TIMESTAMP_TYPE_MASK else 0
-        self._meta.append(
-            (
-                self.size,
-                self.size + len(payload),
-                batch.records_count,
-                batch.base_offset,
-                batch.base_timestamp,
-                batch.max_timestamp,
-                log_append,
-            )
-        )
-        self._parts.append(payload)
-        self._batches.append(batch)
-        self._epochs.append(batch.partition_leader_epoch)
-        self.size += len(payload)
-        self.rows += max(batch.records_count, 0)
+        self._held.add(batch)
 
     @property
     def held(self) -> int:
         """Batches added since the last flush (a corrupt one may declare no records)."""
-        return len(self._batches)
+        return len(self._held.batches)
 
     def flush(self) -> pa.RecordBatch:
         try:
-            data = np.frombuffer(b"".join(self._parts), np.uint8)
-            meta = np.array(self._meta, np.int64).reshape(-1, 7)
-            decoded = kernel.decode(data, meta, self._lo, self._hi, self._headers)
-            result = None if decoded is None else self._arrow(decoded, meta)
+            decoded = self._held.decode(self._lo, self._hi, self._headers)
+            result = None if decoded is None else self._arrow(decoded)
             if result is None:
                 self.fallbacks += 1
                 result = self._reference()
             return result
         finally:
-            self._clear()
+            self._held.clear()
 
-    def _arrow(self, d: kernel.Decoded, meta: Any) -> pa.RecordBatch | None:
+    def _arrow(self, d: kernel.Decoded) -> pa.RecordBatch | None:
         n = d.rows
-        epochs = np.array(self._epochs, np.int32)[d.batch_of]
+        meta = self._held.meta
+        epochs = self._held.epochs[d.batch_of]
         columns = [
             _binary(pa.binary(), d.key_offsets, d.key_valid, d.key_data),
             _binary(pa.binary(), d.value_offsets, d.value_valid, d.value_data),
@@ -199,7 +179,7 @@ class FastColumns:
     def _reference(self) -> pa.RecordBatch:
         columns = RecordColumns(self._topic, self._partition, self._headers)
         lo, hi = self._lo, self._hi
-        for batch in self._batches:
+        for batch in self._held.batches:
             records = batch.records(verify_crc=False)  # checked when framed
             # every record, as the compiled pass does (an offset outside the batch's own range
             # is possible only in a batch the broker did not validate)

@@ -9,7 +9,6 @@ import pytest
 from fastapi import FastAPI
 from fastapi.testclient import TestClient
 
-from gateway.api.params import get_budget
 from gateway.deadline import Deadline
 from gateway.service.admission import ByteBudget
 from tests.unit.api.conftest import DEFAULT_MAX_BYTES
@@ -24,8 +23,8 @@ def budget() -> ByteBudget:
 
 @pytest.fixture
 def held(app: FastAPI, budget: ByteBudget) -> Iterator[TestClient]:
-    app.dependency_overrides[get_budget] = lambda: budget
     with TestClient(app) as c:
+        c.app_state["budget"] = budget  # what each request's state is copied from
         yield c
 
 

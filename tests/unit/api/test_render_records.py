@@ -19,7 +19,7 @@ from gateway.api.render import ndjson_lines, ndjson_prefix, records_document
 from gateway.errors import InvalidFormatError
 from gateway.kafka.builder import RecordInput, build_batch
 from gateway.kafka.records import Record
-from gateway.service.records import DecodedRecords, decode_records
+from gateway.service.records import ColumnRecords, DecodedRecords, decode_records
 from gateway.service.types import FetchedBatches, FetchedRecord, FetchResult, IsolationLevel
 
 RU = IsolationLevel.READ_UNCOMMITTED
@@ -93,7 +93,7 @@ def test_the_bytes_are_orjsons(
     start: int,
     fmts: tuple[EmbeddedFormat, EmbeddedFormat, EmbeddedFormat],
 ) -> None:
-    data, offset = [], 0
+    data, offset, written = [], 0, []
     for recs, log_append, epoch in batches:
         inputs = [
             RecordInput(v, key=k, headers=h, timestamp=1000 + i) for i, (k, v, h) in enumerate(recs)
@@ -102,11 +102,18 @@ def test_the_bytes_are_orjsons(
         batch = build_batch(offset, inputs, log_append_time=stamp, partition_leader_epoch=epoch)
         data.append(batch)
         offset += len(recs)
+        epoch_seen = epoch if epoch >= 0 else None
+        written += [(k, v, [(hk, hv) for hk, hv in h], stamp or 1000 + i, epoch_seen)
+                    for i, (k, v, h) in enumerate(recs)]  # fmt: skip
     result = _result(offset, b"".join(data))
     decoded = decode_records(result.batches, start, RU, None)
-    assert isinstance(decoded, DecodedRecords)
+    assert isinstance(decoded, DecodedRecords | ColumnRecords)
     plain = list(decoded)
     assert [r.offset for r in plain] == list(range(start, offset))
+    assert [
+        (r.record.key, r.record.value, list(r.record.headers), r.timestamp, r.leader_epoch)
+        for r in plain
+    ] == written[start:]
     want = _oracle(plain, fmts)
     encoders = Encoders.of(*fmts)
     for records in (decoded, plain):
@@ -195,3 +202,36 @@ def test_plain_fetched_records_keep_their_own_fields() -> None:
     item = FetchedRecord(Record(0, 1, None, b"v", []), 5, 6, True, None)
     want = b'{"offset":5,"timestamp":6,"timestamp_type":"LogAppendTime","key":null,"value":"dg==","headers":[],"leader_epoch":null}\n'  # noqa: E501
     assert ndjson_lines([item], BASE64) == want
+
+
+def test_the_compiled_path_takes_plain_batches_and_escapes_header_keys_as_orjson() -> None:
+    keys = ['a"b\\c', "\x00\x1f\x7f/", "\b\t\n\f\r", ""]
+    inputs = [RecordInput(b"v%d" % i, key=b"k", headers=[(k, b"x")]) for i, k in enumerate(keys)]
+    data = build_batch(0, inputs, partition_leader_epoch=3)
+    got = decode_records((FetchedBatches(0, data, 0, 3),), 0, RU, None)
+    assert isinstance(got, ColumnRecords)  # the loop took it: the kernel writes the text
+    for fmts in ((EmbeddedFormat.BASE64,) * 3, (EmbeddedFormat.HEX,) * 3):
+        want = b"".join(w + b"\n" for w in _oracle(list(got), fmts))
+        assert ndjson_lines(got, Encoders.of(*fmts)) == want
+    assert [orjson.loads(line)["headers"][0]["key"] for line in ndjson_lines(got).split()] == keys
+
+
+@pytest.mark.parametrize(
+    ("inputs", "kind"),
+    [
+        # a header key past ASCII: the columns hold it, the Python writer writes it
+        ([RecordInput(b"v", headers=[("é", b"x")])], ColumnRecords),
+        # a header key that is not UTF-8 (Java replaces it): the record decoders
+        ([RecordInput(b"v", headers=[("~~~", b"x")])], DecodedRecords),
+        # offsets that go back inside a batch: the consumer's rule, in the record decoders
+        ([RecordInput(b"%d" % d, offset_delta=d) for d in (0, 2, 1, 3)], DecodedRecords),
+    ],
+)
+def test_what_the_compiled_path_leaves_to_the_record_decoders(
+    inputs: list[RecordInput], kind: type
+) -> None:
+    data = build_batch(0, inputs).replace(b"~~~", b"\xff~~")  # the CRC is the fetch's check
+    got = decode_records((FetchedBatches(0, data, 0, len(inputs) - 1),), 0, RU, None)
+    assert isinstance(got, kind)
+    want = _oracle(list(got), (EmbeddedFormat.BASE64,) * 3)
+    assert ndjson_lines(got) == b"".join(w + b"\n" for w in want)

@@ -1,9 +1,11 @@
-"""Compiled v2 record decoding for Spark executors: records straight into Arrow buffers.
+"""Compiled v2 record decoding: the records of many batches straight into columns.
 
-An executor's Python time went to building a Python object per record and field, then lists,
-then Arrow arrays from the lists (``docs/benchmarks.md``). Here one compiled loop (numba, in
-the ``spark`` extra) walks the records of many batches and writes offsets, timestamps, key and
-value bytes and headers into preallocated arrays that become Arrow buffers without a copy.
+Spark executors and the JSON/NDJSON renderer spent their Python time building an object per
+record and field, then lists (``docs/benchmarks.md``). Here one compiled loop (numba) walks the
+records of many batches and writes offsets, timestamps, key and value bytes and headers into
+preallocated arrays: Spark hands them to Arrow as buffers without a copy
+(:mod:`gateway.spark.columns`), the HTTP API writes JSON text from them
+(:mod:`gateway.api.jsonkernel`).
 
 This is a fast path, never the last word. The loop is at least as strict as the reference
 decoder (:func:`gateway.kafka.records.decode_records`): any objection (a length that overruns
@@ -30,6 +32,8 @@ from typing import Any, Final
 import numba
 import numpy as np
 
+from gateway.kafka.batch import TIMESTAMP_TYPE_MASK, RecordBatch
+from gateway.kafka.codecs import DEFAULT_MAX_DECOMPRESSED, Codec, decompress
 from gateway.kafka.ints import INT32_MAX
 
 OK: Final = 0
@@ -317,3 +321,57 @@ def decode(
         hvval[:nh],
         hvdat[: hvoff[nh]] if with_headers else hvdat,
     )
+
+
+class Sections:
+    """Whole batches (CRC already checked) gathered for one :func:`decode` call: their records
+    sections (decompressed; the one copy is the join), a metadata row and the leader epoch of
+    each."""
+
+    def __init__(self) -> None:
+        self.clear()
+
+    def clear(self) -> None:
+        self.rows = 0  # records declared by the batches held (an upper bound)
+        self.size = 0  # bytes of their records sections
+        self.batches: list[RecordBatch] = []
+        self._parts: list[bytes | memoryview] = []
+        self._meta: list[tuple[int, int, int, int, int, int, int]] = []
+
+    def add(self, batch: RecordBatch) -> None:
+        codec = batch.codec
+        payload = batch.payload()
+        if codec is not Codec.NONE:
+            payload = memoryview(decompress(codec, payload, DEFAULT_MAX_DECOMPRESSED))
+        log_append = 1 if batch.attributes & TIMESTAMP_TYPE_MASK else 0
+        self._meta.append(
+            (
+                self.size,
+                self.size + len(payload),
+                batch.records_count,
+                batch.base_offset,
+                batch.base_timestamp,
+                batch.max_timestamp,
+                log_append,
+            )
+        )
+        self._parts.append(payload)
+        self.batches.append(batch)
+        self.size += len(payload)
+        self.rows += max(batch.records_count, 0)
+
+    @property
+    def meta(self) -> Array:
+        """int64 rows of (start, end, count, base offset, base timestamp, max timestamp, log
+        append), one per batch."""
+        return np.array(self._meta, np.int64).reshape(-1, 7)
+
+    @property
+    def epochs(self) -> Array:
+        """int32: each batch's partition leader epoch (negative: none)."""
+        return np.array([b.partition_leader_epoch for b in self.batches], np.int32)
+
+    def decode(self, lo: int, hi: int, with_headers: bool) -> Decoded | None:
+        """:func:`decode` of what is held."""
+        data = np.frombuffer(b"".join(self._parts), np.uint8)
+        return decode(data, self.meta, lo, hi, with_headers)
