@@ -24,8 +24,10 @@ from typing import Any, Final
 import numba
 import numpy as np
 
-from gateway.api.formats import EmbeddedFormat, Encoders
-from gateway.service.records import ColumnRecords
+from gateway.api.formats import BASE64, EmbeddedFormat, Encoders
+from gateway.kafka.builder import RecordInput, build_batch
+from gateway.service.records import ColumnRecords, decode_records
+from gateway.service.types import FetchedBatches, IsolationLevel
 
 Array = Any  # numpy arrays
 
@@ -273,26 +275,55 @@ def formats_of(encoders: Encoders) -> Array | None:
     return np.array(codes, np.int64)
 
 
-def write(records: ColumnRecords, formats: Array, sep: bytes, started: bool) -> memoryview | None:
-    """The text of ``records``, ``sep`` between them (and before the first when ``started``);
-    None when the reference writer must write it (see the module docstring)."""
+def write(
+    records: ColumnRecords,
+    formats: Array,
+    sep: bytes,
+    started: bool,
+    *,
+    prefix: bytes = b"",
+    suffix: bytes = b"",
+) -> memoryview | None:
+    """``prefix``, the text of ``records`` (``sep`` between them, and before the first when
+    ``started``), ``suffix``: in one buffer, the response body as it is (no join, no copy). None
+    when the reference writer must write it (see the module docstring)."""
     d = records.columns
     size = (
-        d.rows * _RECORD_FIXED
+        len(prefix)
+        + d.rows * _RECORD_FIXED
         + 2 * (d.key_data.shape[0] + d.value_data.shape[0] + d.hvalue_data.shape[0])
         + (d.hkey_offsets.shape[0] - 1) * _HEADER_FIXED
         + 6 * d.hkey_data.shape[0]
+        + len(suffix)
     )
     out = np.empty(size, np.uint8)
+    out[: len(prefix)] = np.frombuffer(prefix, np.uint8)
     status, written = write_records(
         d.offsets, d.timestamps_us, d.batch_of,
         d.key_offsets, d.key_valid, d.key_data,
         d.value_offsets, d.value_valid, d.value_data,
         d.header_offsets, d.hkey_offsets, d.hkey_data,
         d.hvalue_offsets, d.hvalue_valid, d.hvalue_data,
-        records.log_append, records.epochs, formats, sep[0], started, out,
+        records.log_append, records.epochs, formats, sep[0], started,
+        out[len(prefix) : size - len(suffix)],
     )  # fmt: skip
     if status != OK:
         return None
-    view: memoryview = out[:written].data
-    return view  # the caller's join is the one copy
+    end = len(prefix) + written
+    out[end : end + len(suffix)] = np.frombuffer(suffix, np.uint8)
+    view: memoryview = out[: end + len(suffix)].data
+    return view
+
+
+def warm_up() -> None:
+    """Compile both loops now (seconds on a first start, a fraction of one from numba's
+    cache), so no request waits for it: a server calls this in a thread as it starts."""
+    batch = build_batch(0, [RecordInput(b"v", key=b"k", headers=[("h", b"x")])])
+    records = decode_records(
+        (FetchedBatches(0, batch, 0, 0),), 0, IsolationLevel.READ_UNCOMMITTED, None
+    )
+    if not isinstance(records, ColumnRecords):
+        raise AssertionError("the compiled record loop refused a plain batch")
+    codes = formats_of(BASE64)
+    assert codes is not None
+    write(records, codes, b"\n", False)

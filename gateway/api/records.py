@@ -121,7 +121,9 @@ class _Fetch:
         return result, await self.service.decode(result, offset, self.isolation)
 
 
-async def _lines(fetch: _Fetch, result: FetchResult, records: Sequence[FetchedRecord]) -> bytes:
+async def _lines(
+    fetch: _Fetch, result: FetchResult, records: Sequence[FetchedRecord]
+) -> bytes | memoryview:
     """The page's lines; raises :class:`_UnfitError` carrying those before a record that is not
     valid in its format."""
     lines, unfit = await off_loop(is_large(result, records), ndjson_prefix, records, fetch.encoders)
@@ -133,23 +135,23 @@ async def _lines(fetch: _Fetch, result: FetchResult, records: Sequence[FetchedRe
 class _UnfitError(Exception):
     """A page's lines before a record not valid in its format, and the error."""
 
-    def __init__(self, lines: bytes, error: InvalidFormatError) -> None:
+    def __init__(self, lines: bytes | memoryview, error: InvalidFormatError) -> None:
         super().__init__(str(error))
         self.lines, self.error = lines, error
 
     def body(self) -> bytes:
         """The lines, then the error line; ``next_offset`` is the record's offset."""
-        return self.lines + ndjson_line(
+        return bytes(self.lines) + ndjson_line(
             {**error_body(self.error), "next_offset": self.error.offset}
         )
 
 
 async def _stream(
     fetch: _Fetch,
-    first: tuple[FetchResult, bytes],
+    first: tuple[FetchResult, bytes | memoryview],
     budget: int,
     page_bytes: int,
-) -> AsyncIterator[bytes]:
+) -> AsyncIterator[bytes | memoryview]:
     """NDJSON lines, one page at a time; see the module docstring."""
     result, lines = first
     used = batch_bytes(result)

@@ -19,11 +19,13 @@ from typing import Any, Final, TypeVar
 import anyio.to_thread
 import orjson
 
+from gateway.api import jsonkernel
 from gateway.api.formats import BASE64, Encoders
 from gateway.api.recordjson import Buffer, Writer, write
 from gateway.errors import InvalidFormatError, NotAcceptableError
 from gateway.kafka.batch import iter_batches
 from gateway.kafka.uuids import encode_uuid
+from gateway.service.records import ColumnRecords
 from gateway.service.types import (
     AbortedTransaction,
     FetchedBatches,
@@ -103,7 +105,7 @@ def end_of_remote_log(result: FetchResult) -> bool:
 
 def records_document(
     result: FetchResult, records: Sequence[FetchedRecord], encoders: Encoders = BASE64
-) -> bytes:
+) -> bytes | memoryview:
     """The JSON document of a page: ``orjson.dumps`` of its object, the records' text
     (:mod:`gateway.api.recordjson`) written between its two halves, in one join."""
     head = orjson.dumps(
@@ -121,10 +123,27 @@ def records_document(
             "end_of_remote_log": end_of_remote_log(result),
         }
     )
-    out: list[Buffer] = [head[:-1] + b',"records":[']
+    before, after = head[:-1] + b',"records":[', b"]," + tail[1:]
+    fast = _compiled(records, encoders, b",", before, after)
+    if fast is not None:
+        return fast
+    out: list[Buffer] = [before]
     write(records, encoders, b",", out)
-    out.append(b"]," + tail[1:])
+    out.append(after)
     return b"".join(out)
+
+
+def _compiled(
+    records: Sequence[FetchedRecord], encoders: Encoders, sep: bytes, prefix: bytes, suffix: bytes
+) -> memoryview | None:
+    """The whole body by the compiled writer when it takes ``records``
+    (:mod:`gateway.api.jsonkernel`), else None."""
+    if not isinstance(records, ColumnRecords) or not len(records):
+        return None
+    codes = jsonkernel.formats_of(encoders)
+    if codes is None:
+        return None
+    return jsonkernel.write(records, codes, sep, False, prefix=prefix, suffix=suffix)
 
 
 def _lines(out: list[Buffer]) -> bytes:
@@ -141,9 +160,12 @@ def ndjson_lines(records: Sequence[FetchedRecord], encoders: Encoders = BASE64) 
 
 def ndjson_prefix(
     records: Sequence[FetchedRecord], encoders: Encoders
-) -> tuple[bytes, InvalidFormatError | None]:
+) -> tuple[bytes | memoryview, InvalidFormatError | None]:
     """The lines of ``records``; when one is not valid in its format, the lines of those
     before it and the error (so a stream ends at the record, never skipping it)."""
+    fast = _compiled(records, encoders, b"\n", b"", b"\n")
+    if fast is not None:
+        return fast, None
     out: list[Buffer] = []
     error = Writer(encoders, b"\n").render(records, out)
     return _lines(out), error
