@@ -303,6 +303,12 @@ class ChunkCache:
             await loop.run_in_executor(self._executor, self.disk.drop_segment, segment_id)
         return len(doomed)
 
+    @property
+    def readahead_bytes(self) -> int:
+        """Bytes a sequential reader's read-ahead loads (0: off; at most half the cache)."""
+        size = self._readahead_bytes
+        return size if 0 < size <= self._max_bytes // 2 else 0
+
     def _maybe_read_ahead(
         self, segment: RemoteSegment, segment_id: uuid.UUID, chunks: Sequence[Chunk]
     ) -> None:
@@ -314,9 +320,9 @@ class ChunkCache:
         # index entry, often a few units before where the previous (window-sized) read ended;
         # the same range read again (many readers of one offset) is no pattern.
         sequential = previous is not None and previous[0] < first.original_position <= previous[1]
-        if not sequential or not 0 < self._readahead_bytes <= self._max_bytes // 2:
+        if not sequential or not self.readahead_bytes:
             return
-        self.prefetch(segment, segment_id, last.original_end, self._readahead_bytes)
+        self.prefetch(segment, segment_id, last.original_end, self.readahead_bytes)
 
     def prefetch(self, segment: RemoteSegment, segment_id: uuid.UUID, start: int, size: int) -> int:
         """Load the units of ``[start, start + size)`` that are neither held nor loading, in

@@ -16,7 +16,7 @@ import asyncio
 import logging
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from concurrent.futures import Executor
 from dataclasses import dataclass
 
@@ -153,20 +153,28 @@ class SegmentSource:
             txn=pieces[IndexType.TRANSACTION],
         )
 
-    def prefetch(self, meta: RemoteLogSegmentMetadata, size: int) -> None:
+    def prefetch(
+        self,
+        meta: RemoteLogSegmentMetadata | Callable[[], Awaitable[RemoteLogSegmentMetadata | None]],
+        size: int,
+    ) -> None:
         """Open the segment and load its first ``size`` bytes in the background (read-ahead
-        across a segment border: call it with the next segment when a sequential read nears
-        the end of one). A failure is only logged: the read that follows will see it."""
+        across a segment border: call it with the next segment, or with how to find it, when a
+        sequential read nears the end of one). A failure is only logged: the read that follows
+        will see it."""
         if size <= 0:
             return
 
         async def run() -> None:
             try:
-                segment = await self.open(meta, Deadline.after(INDEX_LOAD_TIMEOUT))
+                found = meta if isinstance(meta, RemoteLogSegmentMetadata) else await meta()
+                if found is None:
+                    return
+                segment = await self.open(found, Deadline.after(INDEX_LOAD_TIMEOUT))
             except Exception as exc:  # a guess: its failure only costs a miss later
-                log.debug("prefetch of %s failed: %s", self.object_key(meta).key, exc)
+                log.debug("prefetch of a segment's head failed: %s", exc)
                 return
-            self.chunks.prefetch(segment, meta.segment_id.id, 0, size)
+            self.chunks.prefetch(segment, found.segment_id.id, 0, size)
 
         task = asyncio.ensure_future(run())
         self._prefetching.add(task)

@@ -118,6 +118,8 @@ class Fetcher:
         self._source = source
         self.claims: Claims = claims if claims is not None else (lambda tp: ())
         self._tails: LRUCache[TopicIdPartition, int] = LRUCache(maxsize=100_000)
+        # Per partition, where the last fetch ended: a fetch from there is a reader paging on.
+        self._resume: LRUCache[TopicIdPartition, int] = LRUCache(maxsize=100_000)
 
     async def check_tail(self, tp: TopicIdPartition, end: int, deadline: Deadline) -> None:
         """The log end an answer reports is the last segment's ``endOffset + 1``: before it is
@@ -212,7 +214,26 @@ class Fetcher:
                 if reads:
                     break
                 raise
+        self._read_ahead(tp, offset, reads, next_offset)
         return reads, next_offset
+
+    def _read_ahead(
+        self, tp: TopicIdPartition, offset: int, reads: list[SegmentRead], next_offset: int
+    ) -> None:
+        """Read-ahead across a segment border (the chunk cache's stops at one): a reader paging
+        on (this fetch began where the partition's last one ended) whose read ended within
+        read-ahead of its segment's end has the next segment's head loaded in the background.
+        A random read near an end loads nothing extra."""
+        paging = self._resume.get(tp) == offset
+        self._resume[tp] = next_offset
+        size = self._source.chunks.readahead_bytes
+        if not (paging and reads and size):
+            return
+        last = reads[-1]
+        meta = last.meta
+        if last.end_position + size < meta.segment_size_in_bytes:
+            return
+        self._source.prefetch(lambda: self.following(tp, meta), size)
 
     # --- one segment ---------------------------------------------------------------------
 
