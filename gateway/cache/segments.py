@@ -189,6 +189,13 @@ class SegmentSource:
         self, meta: RemoteLogSegmentMetadata, start: int, end: int, deadline: Deadline
     ) -> tuple[bytes, int]:
         """Original bytes ``[start, end)`` of the segment (clamped) and the segment's size."""
+        pieces, size = await self.read_pieces(meta, start, end, deadline)
+        return b"".join(pieces), size
+
+    async def read_pieces(
+        self, meta: RemoteLogSegmentMetadata, start: int, end: int, deadline: Deadline
+    ) -> tuple[list[memoryview], int]:
+        """:meth:`read` as views of the cached units, in order, never joined."""
         segment = await self.open(meta, deadline)
-        data = await self.chunks.read(segment, meta.segment_id.id, start, end, deadline)
-        return data, segment.size
+        pieces = await self.chunks.read_pieces(segment, meta.segment_id.id, start, end, deadline)
+        return pieces, segment.size

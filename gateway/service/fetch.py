@@ -278,16 +278,15 @@ class Fetcher:
             cursor = framer.cursor
             want = max(size, framer.need)
             try:
-                data, size = await self._source.read(meta, cursor, cursor + want, deadline)
+                pieces, size = await self._source.read_pieces(meta, cursor, cursor + want, deadline)
                 if size != framer.bounds.size:
                     raise CorruptManifestError(
                         f"{key}: the manifest says {size} bytes, the segment metadata "
                         f"{framer.bounds.size}"
                     )
-                if not data:
+                if not pieces:
                     raise CorruptDataError(f"{key}: no bytes at {cursor} of {size}")
-                framed = frame_window(framer, data, boundary)
-                boundary = framed.boundary
+                runs, boundary = _frame_pieces(framer, pieces, boundary)
                 if framer.at_end:
                     framer.finish()
             except CorruptDataError as exc:
@@ -298,7 +297,7 @@ class Fetcher:
                     raise
                 add_context(exc, f"{key} (read from byte {cursor})")
                 raise
-            yield framed.runs
+            yield runs
 
     async def batches(
         self,
@@ -373,6 +372,30 @@ class Fetcher:
                 if full is not None:
                     return done(full)
         return done(False)
+
+
+def _frame_pieces(
+    framer: SegmentFramer, pieces: list[memoryview], boundary: int
+) -> tuple[list[Run], int]:
+    """Frame consecutive pieces of a segment in place (:func:`frame_window`); a batch begun in
+    one piece is completed from the next ones joined once (one copy of that batch, however
+    many pieces it spans). The runs, and the boundary after them."""
+    runs: list[Run] = []
+    i = 0
+    while i < len(pieces):
+        piece: bytes | memoryview = pieces[i]
+        i += 1
+        if framer.cursor > boundary and len(piece) < framer.need:
+            group, got = [piece], len(piece)
+            while got < framer.need and i < len(pieces):
+                group.append(pieces[i])
+                got += len(pieces[i])
+                i += 1
+            piece = b"".join(group)
+        framed = frame_window(framer, piece, boundary)
+        boundary = framed.boundary
+        runs += framed.runs
+    return runs, boundary
 
 
 def _part(

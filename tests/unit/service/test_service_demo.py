@@ -139,6 +139,24 @@ async def test_walk_returns_every_record_once(
         assert any(e.aborted for e in expected)  # the case read_committed must handle
 
 
+@pytest.mark.parametrize("block_bytes", [100, 777])
+async def test_batches_spanning_many_read_units_are_framed_in_place(
+    demo: DemoBucket, block_bytes: int
+) -> None:
+    """Untransformed segments read in units far smaller than their batches: a batch spans
+    several units (views never joined but for that batch) and every walk is still whole."""
+    settings = Settings(
+        store=demo.store_url, key_prefix=demo.key_prefix, key_pairs=[demo.key_pair_spec],
+        chunk_cache_bytes=1 << 20, block_bytes=block_bytes,
+    )  # fmt: skip
+    async with ready_service(settings) as svc:
+        for topic, partition in [("orders", 0), ("inventory", 0)]:  # untransformed
+            expected = expected_records(demo.root / "segments" / f"{topic}-{partition}")
+            want = [(e.offset, e.timestamp, e.key, e.value, e.headers) for e in expected]
+            for max_bytes in (1, 3000, 1 << 20):
+                assert await walk(svc, topic, partition, RU, max_bytes) == want
+
+
 async def test_leader_epochs_and_timestamps(service: GatewayService, demo: DemoBucket) -> None:
     expected = expected_records(demo.root / "segments" / "inventory-0")
     result = await service.fetch(
