@@ -81,6 +81,24 @@ def _default_threads() -> int:
     return min(32, (os.cpu_count() or 1) + 4)  # ThreadPoolExecutor's own default
 
 
+def usable_cpus() -> int:
+    """The cores this process may run on (its affinity; a container's cpuset), at least 1."""
+    if hasattr(os, "sched_getaffinity"):
+        return max(1, len(os.sched_getaffinity(0)))
+    return os.cpu_count() or 1
+
+
+DIVIDED: Final = (
+    "index_cache_bytes",
+    "chunk_cache_bytes",
+    "inflight_bytes",
+    "max_concurrent_gets",
+    "get_rate_per_prefix",
+)
+"""The budgets of the whole server that ``--workers N`` divides among its worker processes
+(the disk tiers divide their directory bounds themselves, see :mod:`indexcache.share`)."""
+
+
 class Settings(BaseSettings):
     """Everything ``serve`` can be told; see ``docs/configuration.md``."""
 
@@ -108,6 +126,13 @@ class Settings(BaseSettings):
     # --- the listener -------------------------------------------------------------------------
     host: str = Field(default="127.0.0.1", min_length=1, description="address to listen on")
     port: int = Field(default=8080, ge=0, le=65535, description="TCP port (0: any free port)")
+    workers: int = Field(
+        default_factory=usable_cpus,
+        ge=1,
+        description="worker processes sharing the port (default: the usable cores; 1: one "
+        "process). The memory, in-flight, GET and disk budgets are the server's total, divided "
+        "among the workers",
+    )
     log_level: LogLevel = Field(
         default="info", description="debug, info, warning, error or critical"
     )
@@ -126,20 +151,24 @@ class Settings(BaseSettings):
     )
     # --- caches and reads ---------------------------------------------------------------------
     index_cache_bytes: ByteSize = Field(
-        default=256 * MiB, ge=0, description="memory for the offset/time/txn indexes"
+        default=256 * MiB,
+        ge=0,
+        description="memory for the offset/time/txn indexes (all workers together)",
     )
     index_cache_dir: Path | None = Field(
         default=None, description="also keep loaded indexes on disk under DIR"
     )
     chunk_cache_bytes: ByteSize = Field(
-        default=256 * MiB, ge=0, description="memory for detransformed chunks (0: no chunk cache)"
+        default=256 * MiB,
+        ge=0,
+        description="memory for detransformed chunks, all workers together (0: no chunk cache)",
     )
     chunk_cache_dir: Path | None = Field(
         default=None,
         description="also keep decoded chunks on disk under DIR (decrypted data: a private dir)",
     )
     chunk_cache_disk_bytes: ByteSize = Field(
-        default=4 * GiB, ge=1, description="disk bound of chunk_cache_dir"
+        default=4 * GiB, ge=1, description="disk bound of chunk_cache_dir (all workers together)"
     )
     readahead_bytes: ByteSize = Field(
         default=8 * MiB, ge=0, description="chunks loaded ahead of a sequential read (0: none)"
@@ -148,10 +177,14 @@ class Settings(BaseSettings):
         default=8 * MiB, ge=1, description="largest coalesced ranged GET"
     )
     max_concurrent_gets: int = Field(
-        default=64, ge=1, description="ranged GETs in flight in the whole process (all reads)"
+        default=64,
+        ge=1,
+        description="ranged GETs in flight in the whole server (all reads, workers)",
     )
     get_rate_per_prefix: float = Field(
-        default=5500.0, ge=0, description="GETs per second per key prefix (0: no limit)"
+        default=5500.0,
+        ge=0,
+        description="GETs per second per key prefix, all workers together (0: no limit)",
     )
     hedge_after_ms: float = Field(
         default=0.0,
@@ -202,7 +235,8 @@ class Settings(BaseSettings):
     inflight_bytes: ByteSize = Field(
         default=256 * MiB,
         ge=1,
-        description="response bytes in flight, all requests together: each reserves its page "
+        description="response bytes in flight, all requests and workers together: each reserves "
+        "its page "
         "(max_bytes, or one NDJSON page) first; beyond it requests wait within their deadline, "
         "then get 503 overloaded",
     )
@@ -271,6 +305,14 @@ class Settings(BaseSettings):
             )
         return self
 
+    def per_worker(self) -> Settings:
+        """The settings of one of ``workers`` processes: the server-wide budgets of
+        :data:`DIVIDED` divided (rounded down, at least 1 where a positive value was given)."""
+        if self.workers == 1:
+            return self
+        parts = {name: _divide(getattr(self, name), self.workers) for name in DIVIDED}
+        return self.model_copy(update=parts)
+
     def retry_policy(self) -> RetryPolicy:
         return RetryPolicy(
             max_attempts=self.retry_max_attempts,
@@ -291,6 +333,12 @@ class Settings(BaseSettings):
             return ipaddress.ip_address(self.host).is_loopback
         except ValueError:
             return False  # a host name: it may resolve to anything
+
+
+def _divide(value: int | float, n: int) -> int | float:
+    if isinstance(value, float):
+        return value / n
+    return max(1, value // n) if value > 0 else value
 
 
 def flag_name(field: str) -> str:

@@ -25,6 +25,12 @@ recently used sets (by last read or write; the ``.index`` file's mtime carries t
 restarts) are removed. A reader never holds a file open: entries are read into memory, so
 removing files never breaks a reader.
 
+The worker processes of ``serve --workers N`` share the directory (:mod:`indexcache.share`):
+each accounts for the sets it writes within ``1/N`` of the bound, adopts its hash share of the
+sets found at start, reads its siblings' sets too, and at start leaves alone the ``.tmp`` files
+of live writers and the partial sets younger than a minute (a sibling may be renaming them
+into place); a set that fails its check is still removed.
+
 Every method does blocking file I/O and is meant to run in a worker thread; the bookkeeping is
 guarded by a lock, so several threads may use one tier.
 """
@@ -34,8 +40,8 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
-import secrets
 import threading
+import time
 from collections import OrderedDict
 from dataclasses import dataclass
 from pathlib import Path
@@ -43,6 +49,7 @@ from typing import Final
 
 from gateway.errors import CorruptDataError
 from indexcache.segment import SegmentIndexBytes, SegmentIndexes, SegmentKey
+from indexcache.share import INCOMPLETE_GRACE_S, DiskShare, current, stale_tmp, tmp_name
 
 __all__ = [
     "DELETED_SUFFIX",
@@ -89,6 +96,13 @@ def _parts(raw: SegmentIndexBytes) -> tuple[bytes, bytes, bytes, bytes]:
     return (raw.txn if raw.txn is not None else b"", raw.time, raw.leader_epoch, raw.offset)
 
 
+def _mtime(item: os.DirEntry[str]) -> float:
+    try:
+        return item.stat(follow_symlinks=False).st_mtime
+    except FileNotFoundError:
+        return 0.0  # renamed or removed by its writer meanwhile
+
+
 def _split_name(name: str) -> tuple[SegmentKey, str] | None:
     for suffix in SUFFIXES:
         if name.endswith(suffix):
@@ -98,13 +112,22 @@ def _split_name(name: str) -> tuple[SegmentKey, str] | None:
 
 
 class DiskTier:
-    """Index sets on disk under ``directory``, bounded by ``max_bytes`` of file content."""
+    """Index sets on disk under ``directory``, bounded by ``max_bytes`` of file content (all
+    the processes of ``share`` together; default: :func:`indexcache.share.current`)."""
 
-    def __init__(self, directory: str | os.PathLike[str], max_bytes: int, *, fsync: bool = False):
+    def __init__(
+        self,
+        directory: str | os.PathLike[str],
+        max_bytes: int,
+        *,
+        fsync: bool = False,
+        share: DiskShare | None = None,
+    ):
         if max_bytes < 0:
             raise ValueError("max_bytes must not be negative")
         self._dir = Path(directory)
-        self._max_bytes = max_bytes
+        self._share = share if share is not None else current()
+        self._max_bytes = self._share.budget(max_bytes)
         self._fsync = fsync
         self._lock = threading.Lock()
         self._sets: OrderedDict[SegmentKey, int] = OrderedDict()  # LRU first; value: bytes
@@ -151,15 +174,21 @@ class DiskTier:
     # --- start ------------------------------------------------------------------------------
 
     def open(self) -> DiskScan:
-        """Create the directory if needed, remove leftovers and bad sets, register the rest."""
+        """Create the directory if needed, remove leftovers and bad sets, register the rest
+        (with sibling workers: this worker's share)."""
         self._dir.mkdir(parents=True, exist_ok=True)
         leftovers = 0
         groups: dict[SegmentKey, set[str]] = {}
+        shared, now = self._share.shared, time.time()
         with os.scandir(self._dir) as listing:
             for item in listing:
                 if not item.is_file(follow_symlinks=False):
                     continue
-                if item.name.endswith((TMP_SUFFIX, DELETED_SUFFIX)):
+                if item.name.endswith(TMP_SUFFIX) and shared:
+                    if stale_tmp(item.name, _mtime(item), now):
+                        self._unlink(Path(item.path))
+                        leftovers += 1
+                elif item.name.endswith((TMP_SUFFIX, DELETED_SUFFIX)):
                     self._unlink(Path(item.path))
                     leftovers += 1
                 elif (split := _split_name(item.name)) is not None:
@@ -168,17 +197,20 @@ class DiskTier:
         found: list[tuple[float, SegmentKey, int]] = []
         for key, suffixes in groups.items():
             if len(suffixes) != len(SUFFIXES):
-                self._unlink_set(key)
-                incomplete += 1
-                continue
-            entry = self._read_checked(key)
-            if entry is None:
-                corrupt += 1
+                if not shared or now - self._newest_mtime(key) > INCOMPLETE_GRACE_S:
+                    self._unlink_set(key)
+                    incomplete += 1
                 continue
             try:
                 mtime = self._path(key, ".index").stat().st_mtime
             except OSError:
                 mtime = 0.0
+            if not self._share.adopts(key.file_stem, mtime):
+                continue  # a sibling's share: checked when read
+            entry = self._read_checked(key)
+            if entry is None:
+                corrupt += 1
+                continue
             found.append((mtime, key, entry.weight))
         found.sort(key=lambda item: item[0])
         with self._lock:
@@ -197,11 +229,13 @@ class DiskTier:
 
     def read(self, key: SegmentKey) -> SegmentIndexes | None:
         """The checked entry stored for ``key``; ``None`` when there is none or its files fail
-        the sanity check (they are then removed, so the caller fetches them again)."""
+        the sanity check (they are then removed, so the caller fetches them again). With sibling
+        workers, a key this worker did not write is looked for on disk too."""
         with self._lock:
-            if key not in self._sets:
+            if key in self._sets:
+                self._sets.move_to_end(key)
+            elif not self._share.shared or not self._path(key, ".index").exists():
                 return None
-            self._sets.move_to_end(key)
         entry = self._read_checked(key)
         if entry is None:
             self.remove(key)
@@ -238,12 +272,11 @@ class DiskTier:
         size = raw.size
         if size > self._max_bytes:
             return False
-        token = secrets.token_hex(6)
         temps: list[tuple[Path, Path]] = []
         try:
             for suffix, data in zip(SUFFIXES, _parts(raw), strict=True):
                 final = self._path(key, suffix)
-                temp = final.with_name(f"{final.name}.{token}{TMP_SUFFIX}")
+                temp = final.with_name(tmp_name(final.name))
                 temps.append((temp, final))
                 with open(temp, "wb") as out:
                     out.write(data)
@@ -285,6 +318,13 @@ class DiskTier:
             self._bytes -= size
             self._evictions += 1
             self._unlink_set(victim)
+
+    def _newest_mtime(self, key: SegmentKey) -> float:
+        newest = 0.0
+        for suffix in SUFFIXES:
+            with contextlib.suppress(OSError):
+                newest = max(newest, self._path(key, suffix).stat().st_mtime)
+        return newest
 
     def _unlink_set(self, key: SegmentKey) -> None:
         for suffix in reversed(SUFFIXES):  # .index first: the set is incomplete from then on

@@ -14,6 +14,12 @@ The tier is bounded by ``max_bytes`` of file content and evicts least recently u
 order across restarts is the files' mtimes). Chunks are *decoded*: decrypted bytes of encrypted
 segments land on this disk, so the directory is created 0700 and the tier is off by default.
 
+The worker processes of ``serve --workers N`` share the directory (:mod:`indexcache.share`):
+each accounts for the files it writes within ``1/N`` of the bound, adopts its hash share of the
+files found at start, reads its siblings' files too (a file a sibling evicts meanwhile is still
+read whole: it stays readable while open), and removes only the ``.tmp`` leftovers of writers
+that are gone.
+
 Every method does blocking file I/O and runs in a worker thread; the bookkeeping is guarded by
 a lock.
 """
@@ -23,9 +29,9 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
-import secrets
 import struct
 import threading
+import time
 import uuid
 from collections import OrderedDict
 from dataclasses import dataclass
@@ -33,6 +39,8 @@ from pathlib import Path
 from typing import Final
 
 import crc32c
+
+from indexcache.share import DiskShare, current, stale_tmp, tmp_name
 
 log = logging.getLogger(__name__)
 
@@ -58,6 +66,13 @@ def _name(key: ChunkKey) -> str:
     return f"{key[0].hex}-{key[1]}{SUFFIX}"
 
 
+def _mtime(item: os.DirEntry[str]) -> float:
+    try:
+        return item.stat(follow_symlinks=False).st_mtime
+    except FileNotFoundError:
+        return 0.0  # renamed or removed by its writer meanwhile
+
+
 def _parse_name(name: str) -> ChunkKey | None:
     if not name.endswith(SUFFIX):
         return None
@@ -69,13 +84,17 @@ def _parse_name(name: str) -> ChunkKey | None:
 
 
 class ChunkDiskTier:
-    """Decoded chunks on disk under ``directory``, bounded by ``max_bytes``."""
+    """Decoded chunks on disk under ``directory``, bounded by ``max_bytes`` (all the processes
+    of ``share`` together; default: :func:`indexcache.share.current`)."""
 
-    def __init__(self, directory: str | os.PathLike[str], max_bytes: int) -> None:
+    def __init__(
+        self, directory: str | os.PathLike[str], max_bytes: int, *, share: DiskShare | None = None
+    ) -> None:
         if max_bytes <= 0:
             raise ValueError("max_bytes must be positive")
         self._dir = Path(directory)
-        self._max_bytes = max_bytes
+        self._share = share if share is not None else current()
+        self._max_bytes = self._share.budget(max_bytes)
         self._lock = threading.Lock()
         self._files: OrderedDict[ChunkKey, int] = OrderedDict()  # LRU first; value: file size
         self._generations: dict[uuid.UUID, int] = {}  # bumped by drop_segment
@@ -90,18 +109,23 @@ class ChunkDiskTier:
 
     def open(self) -> int:
         """Create the directory (0700), drop ``.tmp`` leftovers, register the chunk files
-        (oldest first), evict beyond the bound. Returns how many chunks were kept."""
+        (oldest first; with sibling workers, this worker's share), evict beyond the bound.
+        Returns how many chunks were kept."""
         self._dir.mkdir(mode=0o700, parents=True, exist_ok=True)
         found: list[tuple[float, ChunkKey, int]] = []
+        share, now = self._share, time.time()
         with os.scandir(self._dir) as listing:
             for item in listing:
                 if not item.is_file(follow_symlinks=False):
                     continue
                 if item.name.endswith(TMP_SUFFIX):
-                    self._unlink(Path(item.path))
+                    if not share.shared or stale_tmp(item.name, _mtime(item), now):
+                        self._unlink(Path(item.path))
                 elif (key := _parse_name(item.name)) is not None:
-                    st = item.stat(follow_symlinks=False)
-                    found.append((st.st_mtime, key, st.st_size))
+                    with contextlib.suppress(FileNotFoundError):  # a sibling evicted it
+                        st = item.stat(follow_symlinks=False)
+                        if share.adopts(item.name, st.st_mtime):
+                            found.append((st.st_mtime, key, st.st_size))
         found.sort(key=lambda f: f[0])
         with self._lock:
             self._files.clear()
@@ -116,12 +140,14 @@ class ChunkDiskTier:
         return kept
 
     def read(self, key: ChunkKey) -> bytes | None:
-        """The chunk stored for ``key``, checked; ``None`` when absent or bad (then removed)."""
+        """The chunk stored for ``key``, checked; ``None`` when absent or bad (then removed).
+        With sibling workers, a key this worker did not write is looked for on disk too."""
         with self._lock:
-            if key not in self._files:
+            if key in self._files:
+                self._files.move_to_end(key)
+            elif not self._share.shared:
                 self._misses += 1
                 return None
-            self._files.move_to_end(key)
         path = self._dir / _name(key)
         try:
             data = path.read_bytes()
@@ -169,7 +195,7 @@ class ChunkDiskTier:
                 self._files.move_to_end(key)
                 return
         path = self._dir / _name(key)
-        tmp = path.with_name(f"{path.name}.{secrets.token_hex(6)}{TMP_SUFFIX}")
+        tmp = path.with_name(tmp_name(path.name))
         try:
             fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
             with os.fdopen(fd, "wb") as out:
@@ -194,7 +220,8 @@ class ChunkDiskTier:
 
     def drop_segment(self, segment_id: uuid.UUID) -> int:
         """Remove every chunk file of a segment (bytes that later failed a check), and make
-        writes of chunks fetched before now no-ops."""
+        writes of chunks fetched before now no-ops. With sibling workers, their files of the
+        segment go too (their books keep counting them: a stricter bound until evicted)."""
         with self._lock:
             self._generations[segment_id] = self._generations.get(segment_id, 0) + 1
             doomed = [k for k in self._files if k[0] == segment_id]
@@ -202,6 +229,9 @@ class ChunkDiskTier:
                 self._bytes -= self._files.pop(key)
         for key in doomed:
             self._unlink(self._dir / _name(key))
+        if self._share.shared:
+            for path in self._dir.glob(f"{segment_id.hex}-*{SUFFIX}"):
+                self._unlink(path)
         return len(doomed)
 
     def _forget(self, key: ChunkKey) -> None:

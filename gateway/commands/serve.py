@@ -95,11 +95,14 @@ def preflight(settings: Settings) -> None:
 
 
 def serve(settings: Settings, service_factory: ServiceFactory | None = None) -> int:
-    """Run the gateway until interrupted."""
+    """Run the gateway until interrupted: in this process, or with ``settings.workers``
+    worker processes (:mod:`gateway.commands.workers`) when more than one (and no
+    ``service_factory``, which only this process could use)."""
     import uvicorn  # noqa: PLC0415 - keep the other commands light
 
     from gateway.api.app import create_app  # noqa: PLC0415
     from gateway.api.logs import configure_logging  # noqa: PLC0415
+    from gateway.commands.workers import supervise, uvicorn_config  # noqa: PLC0415
 
     if service_factory is None:
         preflight(settings)
@@ -110,18 +113,13 @@ def serve(settings: Settings, service_factory: ServiceFactory | None = None) -> 
             "authentication yet, so anyone who can reach it can read every topic",
             settings.host,
         )
-    config = uvicorn.Config(
-        create_app(settings, service_factory),
-        host=settings.host,
-        port=settings.port,
-        log_level=settings.log_level,
-        log_config=None,  # uvicorn's loggers go through configure_logging's one handler
-        lifespan="on",
-        server_header=False,
-    )
-    server = uvicorn.Server(config)
-    server.run()
-    if not server.started:
+    if settings.workers > 1 and service_factory is None:
+        started = supervise(settings) != EXIT_NOT_STARTED
+    else:
+        server = uvicorn.Server(uvicorn_config(create_app(settings, service_factory), settings))
+        server.run()
+        started = server.started
+    if not started:
         print("error: the gateway did not start (the log above says why)", file=sys.stderr)
         return EXIT_NOT_STARTED
     return EXIT_OK

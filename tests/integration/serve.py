@@ -19,7 +19,9 @@ from tests.fixtures.ports import LOCALHOST, listening_port
 
 def start_serve(args: Sequence[str], log_path: Path) -> tuple[subprocess.Popen[bytes], str]:
     """Start ``serve`` with ``args`` on a port it picks (``--port 0``), its output to
-    ``log_path``; the process and its base URL once it listens (not yet ready)."""
+    ``log_path``; the process and its base URL once it listens (not yet ready). One worker
+    process unless ``args`` say otherwise (or ``SERVE_WORKERS``, for the benchmarks)."""
+    args = ["--workers", os.environ.get("SERVE_WORKERS", "1"), *args]
     env = {k: v for k, v in os.environ.items() if not k.startswith("TIERED_GATEWAY_")}
     env.setdefault("AWS_ACCESS_KEY_ID", "testing")
     env.setdefault("AWS_SECRET_ACCESS_KEY", "testing")

@@ -1,0 +1,306 @@
+"""``serve --workers N``: N worker processes serving one listening socket.
+
+The gateway's work is mostly Python under the GIL, so one process uses one core. The
+supervisor (:func:`supervise`, the ``serve`` process itself) binds the socket, then starts N
+workers: fresh interpreters (``python -m gateway.commands.workers``) that inherit the socket
+and read their resolved :class:`~gateway.config.Settings` pickled on stdin, so flags,
+environment and TOML file reach them exactly, and nothing is parsed twice. The kernel hands
+each connection to one of the workers blocked in ``accept``.
+
+Each worker is a whole gateway (its service, caches, catalog and metrics) with
+:meth:`Settings.per_worker` budgets: the memory, in-flight and GET budgets configured are the
+server's total. The disk tiers share their directories (:mod:`indexcache.share`); with a
+``state_dir``, worker 0 keeps its catalog in ``state_dir`` itself and worker ``i`` in
+``state_dir/worker-i`` (one SQLite writer per file). Responses carry ``X-Served-By: worker I
+pid P``. Workers other than 0 take connections only once their first bucket scan is done, so
+a request never meets a sibling that is still loading while worker 0 answers ``/healthz`` and
+says in ``/readyz`` why the server is not ready yet.
+
+SIGTERM or SIGINT to the supervisor stops every worker gracefully (a second one kills them);
+a worker that dies is logged and started again (at most once a second); a worker that could
+not start (exit code 3: its service did not open) stops the server.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import pickle
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable, MutableMapping
+from dataclasses import dataclass
+from types import FrameType
+from typing import TYPE_CHECKING, Any, Final
+
+from gateway.config import Settings
+from gateway.service.protocol import Service
+from indexcache.share import DiskShare, set_current
+
+if TYPE_CHECKING:
+    import uvicorn
+
+log = logging.getLogger(__name__)
+
+WORKER_NOT_STARTED: Final = 3
+RESTART_INTERVAL_S: Final = 1.0
+POLL_S: Final = 0.1
+BACKLOG: Final = 2048  # uvicorn's default
+READY_POLL_S: Final = 0.05
+ORPHAN_POLL_S: Final = 1.0
+
+Message = MutableMapping[str, Any]
+Receive = Callable[[], Awaitable[Message]]
+Send = Callable[[Message], Awaitable[None]]
+ASGIApp = Callable[[Message, Receive, Send], Awaitable[None]]
+
+
+@dataclass(frozen=True, slots=True)
+class WorkerSpec:
+    """What a worker is handed on stdin."""
+
+    settings: Settings
+    share: DiskShare
+    fd: int
+    started_fd: int
+    """Written one byte once the worker serves (its service is open)."""
+    supervisor: int
+    """The supervisor's pid: once it is no longer the parent, the worker stops."""
+
+
+def worker_settings(settings: Settings, index: int) -> Settings:
+    """The settings of worker ``index``: divided budgets, its own catalog file."""
+    mine = settings.per_worker()
+    if index > 0 and mine.state_dir is not None:
+        mine = mine.model_copy(update={"state_dir": mine.state_dir / f"worker-{index}"})
+    return mine
+
+
+def served_by(app: Any, value: str) -> ASGIApp:
+    """``app`` with an ``X-Served-By: value`` header on every HTTP response."""
+    header = (b"x-served-by", value.encode("latin-1"))
+
+    async def wrapped(scope: Message, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await app(scope, receive, send)
+            return
+
+        async def send_with_header(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                message["headers"] = [*message.get("headers", ()), header]
+            await send(message)
+
+        await app(scope, receive, send_with_header)
+
+    return wrapped
+
+
+# --- the worker ------------------------------------------------------------------------------
+
+
+def _run_worker(spec: WorkerSpec) -> int:
+    import uvicorn  # noqa: PLC0415
+
+    from gateway.api.app import create_app  # noqa: PLC0415
+    from gateway.api.logs import configure_logging  # noqa: PLC0415
+    from gateway.service.open import open_service  # noqa: PLC0415
+
+    share = spec.share
+    set_current(share)
+    settings = worker_settings(spec.settings, share.index)
+    configure_logging(settings.log_level, settings.log_format)
+    sock = socket.socket(fileno=spec.fd)
+    server: uvicorn.Server | None = None
+
+    async def exit_when_orphaned() -> None:  # the supervisor was killed: do not serve alone
+        while os.getppid() == spec.supervisor:
+            await asyncio.sleep(ORPHAN_POLL_S)
+        log.error("the supervisor (pid %d) is gone: stopping", spec.supervisor)
+        if server is not None:
+            server.should_exit = True
+
+    @contextlib.asynccontextmanager
+    async def opened(s: Settings) -> AsyncIterator[Service]:
+        watch = asyncio.create_task(exit_when_orphaned(), name="orphan-watch")
+        try:
+            async with open_service(s) as service:
+                if share.index > 0:  # take connections once loaded (worker 0 says why not)
+                    while not service.readiness().ready and not (server and server.should_exit):
+                        await asyncio.sleep(READY_POLL_S)
+                with contextlib.suppress(OSError):
+                    os.write(spec.started_fd, b"s")
+                    os.close(spec.started_fd)
+                yield service
+        finally:
+            watch.cancel()
+
+    app = create_app(settings, opened)
+    config = uvicorn_config(served_by(app, f"worker {share.index} pid {os.getpid()}"), settings)
+    server = uvicorn.Server(config)
+    server.run(sockets=[sock])
+    return 0 if server.started else WORKER_NOT_STARTED
+
+
+def uvicorn_config(app: Any, settings: Settings) -> uvicorn.Config:
+    """The uvicorn configuration of ``serve`` (one process or a worker)."""
+    import uvicorn  # noqa: PLC0415
+
+    return uvicorn.Config(
+        app,
+        host=settings.host,
+        port=settings.port,
+        log_level=settings.log_level,
+        log_config=None,  # uvicorn's loggers go through configure_logging's one handler
+        lifespan="on",
+        server_header=False,
+    )
+
+
+def worker_main() -> int:
+    """The worker process (``python -m gateway.commands.workers``), its spec on stdin."""
+    spec = pickle.load(sys.stdin.buffer)  # from the supervisor, our parent: trusted
+    if not isinstance(spec, WorkerSpec):
+        raise TypeError("expected a WorkerSpec on stdin")
+    return _run_worker(spec)
+
+
+# --- the supervisor ----------------------------------------------------------------------------
+
+
+def bind(settings: Settings) -> socket.socket:
+    """The listening socket of ``settings.host``/``port``, as uvicorn binds it."""
+    family = socket.AF_INET6 if ":" in settings.host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((settings.host, settings.port))
+        sock.listen(BACKLOG)
+    except OSError:
+        sock.close()
+        raise
+    sock.set_inheritable(True)
+    return sock
+
+
+class Supervisor:
+    """Starts the workers, starts again those that die, stops them all on a signal."""
+
+    def __init__(self, settings: Settings, sock: socket.socket) -> None:
+        self._settings = settings
+        self._sock = sock
+        self._since = time.time()
+        self._procs: dict[int, subprocess.Popen[bytes]] = {}
+        self._started_at: dict[int, float] = {}
+        self._started_pipes: dict[int, int] = {}  # read ends, until the worker says it serves
+        self._serving: set[int] = set()
+        self._signals = 0
+
+    def _start(self, index: int) -> None:
+        share = DiskShare(index, self._settings.workers, self._since)
+        read_end, write_end = os.pipe()
+        os.set_blocking(read_end, False)
+        spec = WorkerSpec(self._settings, share, self._sock.fileno(), write_end, os.getpid())
+        try:
+            proc = subprocess.Popen(
+                [sys.executable, "-m", "gateway.commands.workers"],
+                stdin=subprocess.PIPE,
+                pass_fds=[self._sock.fileno(), write_end],
+            )
+        finally:
+            os.close(write_end)
+        assert proc.stdin is not None
+        with contextlib.suppress(BrokenPipeError), proc.stdin:  # it died at once: reaped later
+            proc.stdin.write(pickle.dumps(spec))
+        self._procs[index] = proc
+        self._started_at[index] = time.monotonic()
+        self._started_pipes[index] = read_end
+        self._serving.discard(index)
+        log.info("worker %d starting (pid %d)", index, proc.pid)
+
+    def _has_started(self, index: int) -> bool:
+        """Whether worker ``index`` said it serves (its pipe is closed from then on)."""
+        fd = self._started_pipes.get(index)
+        if fd is not None:
+            try:
+                said = os.read(fd, 1)
+            except BlockingIOError:
+                return False
+            os.close(fd)
+            del self._started_pipes[index]
+            if said:
+                self._serving.add(index)
+                log.info("worker %d (pid %d) serves", index, self._procs[index].pid)
+        return index in self._serving
+
+    def _on_signal(self, signum: int, frame: FrameType | None) -> None:
+        self._signals += 1
+
+    def run(self) -> int:
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            signal.signal(sig, self._on_signal)
+        for index in range(self._settings.workers):
+            self._start(index)
+        status = 0
+        while not self._signals and status == 0:
+            time.sleep(POLL_S)
+            status = self._reap()
+        self._stop_all()
+        return status
+
+    def _reap(self) -> int:
+        """Restart the workers that died; ``WORKER_NOT_STARTED`` if one could not start."""
+        for index, proc in list(self._procs.items()):
+            started = self._has_started(index)
+            code = proc.poll()
+            if code is None:
+                continue
+            how = f"signal {-code}" if code < 0 else f"exit code {code}"
+            if not started:
+                log.error(
+                    "worker %d (pid %d) exited (%s) before it served: stopping the server",
+                    index, proc.pid, how,
+                )  # fmt: skip
+                return WORKER_NOT_STARTED
+            if time.monotonic() - self._started_at[index] < RESTART_INTERVAL_S:
+                continue  # not again within a second
+            log.error("worker %d (pid %d) died (%s): starting it again", index, proc.pid, how)
+            self._start(index)
+        return 0
+
+    def _stop_all(self) -> None:
+        alive = [p for p in self._procs.values() if p.poll() is None]
+        for proc in alive:
+            with contextlib.suppress(ProcessLookupError):
+                proc.send_signal(signal.SIGTERM)
+        signals = self._signals
+        for proc in alive:
+            while proc.poll() is None:
+                if self._signals > max(signals, 1):  # asked again: do not wait
+                    proc.kill()
+                time.sleep(POLL_S)
+        log.info("all %d workers stopped", len(self._procs))
+
+
+def supervise(settings: Settings) -> int:
+    """Serve with ``settings.workers`` processes until SIGTERM or SIGINT."""
+    sock = bind(settings)
+    try:
+        host, port = sock.getsockname()[:2]
+        log.info("listening on %s:%d with %d workers", host, port, settings.workers)
+        return Supervisor(settings, sock).run()
+    finally:
+        sock.close()
+
+
+if __name__ == "__main__":  # run as a script: the spec's classes are those of the package
+    from gateway.commands.workers import worker_main as main
+
+    sys.exit(main())
+
+
+__all__ = ["Supervisor", "WorkerSpec", "served_by", "supervise", "worker_settings"]

@@ -1,0 +1,170 @@
+"""``tiered-gateway serve --workers 2`` as a real process tree on the demo bucket: two worker
+processes answer (``X-Served-By``), both with the right records, sharing the disk tiers; a
+worker that dies is started again; SIGTERM stops every process."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from gateway.demo import DemoBucket
+from tests.fixtures.ports import LOCALHOST, listening_port
+from tests.integration.serve import start_serve, stop, wait_ready, walk
+from tests.integration.test_http_e2e import _as_json, _got
+from tests.unit.service.test_service_demo import expected_records
+
+
+def _children(pid: int) -> set[int]:
+    path = Path(f"/proc/{pid}/task/{pid}/children")
+    return {int(p) for p in path.read_text().split()}
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except FileNotFoundError:
+        return False
+    return state != "Z"
+
+
+def _served_by(response: httpx.Response) -> int:
+    """The pid of ``X-Served-By: worker I pid P``."""
+    words = response.headers["x-served-by"].split()
+    assert words[0] == "worker" and words[2] == "pid", words
+    return int(words[3])
+
+
+def _fresh_get(base: str, path: str) -> httpx.Response:
+    """A request on a new connection (so any worker may accept it)."""
+    with httpx.Client(base_url=base, timeout=30) as c:
+        return c.get(path)
+
+
+def _wait_for(predicate: Any, what: str, timeout_s: float = 60) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"not within {timeout_s} s: {what}")
+        time.sleep(0.05)
+
+
+@pytest.fixture(scope="module")
+def server(
+    demo: DemoBucket, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[tuple[subprocess.Popen[bytes], str, Path]]:
+    work = tmp_path_factory.mktemp("workers")
+    args = [
+        *demo.serve_args,
+        "--workers", "2",
+        "--rescan-interval-s", "0",
+        "--chunk-cache-dir", str(work / "chunks"),
+        "--chunk-cache-disk-bytes", "256KiB",
+        "--index-cache-dir", str(work / "indexes"),
+        "--state-dir", str(work / "state"),
+    ]  # fmt: skip
+    proc, url = start_serve(args, work / "serve.log")
+    try:
+        wait_ready(url, proc, work / "serve.log")
+        _wait_for(lambda: len(_children(proc.pid)) == 2, "two workers")
+        yield proc, url, work
+    finally:
+        stop(proc)
+
+
+def _pids_by_stopping(url: str, workers: set[int]) -> set[int]:
+    """The pids that answer new connections: the first one, then (while it is stopped, so it
+    cannot accept) another."""
+    first = _served_by(_fresh_get(url, "/readyz"))
+    os.kill(first, signal.SIGSTOP)
+    try:
+        second = _served_by(_fresh_get(url, "/readyz"))
+    finally:
+        os.kill(first, signal.SIGCONT)
+    assert {first, second} <= workers
+    return {first, second}
+
+
+def test_two_workers_answer_with_the_right_records(
+    server: tuple[subprocess.Popen[bytes], str, Path], demo: DemoBucket
+) -> None:
+    proc, url, work = server
+    workers = _children(proc.pid)
+    assert len(_pids_by_stopping(url, workers)) == 2
+    expected = [_as_json(e) for e in expected_records(demo.root / "segments" / "orders-0")]
+    seen: set[int] = set()
+    for _ in range(3):  # new connections each walk: both workers read (and fill the disk tiers)
+        with httpx.Client(base_url=url, timeout=30) as client:
+            records, _ = walk(client, "orders", 0, 3000, "read_uncommitted")
+            seen.add(_served_by(client.get("/healthz")))
+        assert [_got(r) for r in records] == expected
+    assert seen <= workers
+    # the catalog: worker 0 in the state dir, worker 1 in its own SQLite file
+    assert (work / "state" / "rlmm.sqlite").is_file()
+    assert (work / "state" / "worker-1" / "rlmm.sqlite").is_file()
+    chunks = [p for p in (work / "chunks").iterdir() if p.suffix == ".chunk"]
+    assert chunks and sum(p.stat().st_size for p in chunks) <= 256 * 1024
+
+
+def test_a_worker_that_dies_is_started_again(
+    server: tuple[subprocess.Popen[bytes], str, Path],
+) -> None:
+    proc, url, _ = server
+    before = _children(proc.pid)
+    victim = min(before)
+    os.kill(victim, signal.SIGKILL)
+    _wait_for(lambda: len(_children(proc.pid) - before) == 1, "a new worker")
+    after = _children(proc.pid)
+    assert victim not in after and len(after) == 2
+    _wait_for(lambda: _fresh_get(url, "/readyz").status_code == 200, "ready again")
+    assert len(_pids_by_stopping(url, after)) == 2  # the new one takes connections too
+    log = (server[2] / "serve.log").read_text()
+    assert f"(pid {victim}) died (signal 9): starting it again" in log
+
+
+def test_sigterm_stops_every_process(demo: DemoBucket, tmp_path: Path) -> None:
+    log = tmp_path / "serve.log"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TIERED_GATEWAY_")}
+    with log.open("wb") as out:  # as start_serve, but logging at info
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "gateway.cli", "serve", *demo.serve_args, "--workers", "2",
+             "--port", "0"],
+            stdout=out, stderr=subprocess.STDOUT, env=env,
+        )  # fmt: skip
+    try:
+        url = f"http://{LOCALHOST}:{listening_port(proc)}"
+        wait_ready(url, proc, log)
+        _wait_for(lambda: log.read_text().count(") serves") == 2, "two workers serving")
+        workers = _children(proc.pid)
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=30) == 0
+    finally:
+        stop(proc)
+    assert not [pid for pid in workers if _alive(pid)]
+    text = log.read_text()
+    assert text.count("Application shutdown complete") == 2, text  # each worker, gracefully
+    assert "all 2 workers stopped" in text
+
+
+def test_workers_stop_when_the_supervisor_is_killed(demo: DemoBucket, tmp_path: Path) -> None:
+    """SIGKILL leaves the supervisor no time: its workers notice and stop, never serve alone."""
+    log = tmp_path / "serve.log"
+    proc, url = start_serve([*demo.serve_args, "--workers", "2"], log)
+    try:
+        wait_ready(url, proc, log)
+        _wait_for(lambda: len(_children(proc.pid)) == 2, "two workers")
+        workers = _children(proc.pid)
+        proc.kill()
+        proc.wait()
+        _wait_for(lambda: not [pid for pid in workers if _alive(pid)], "the workers stopped")
+    finally:
+        stop(proc)
+    assert log.read_text().count("is gone: stopping") == 2
