@@ -23,6 +23,7 @@ from gateway.config import Settings
 from tests.bench import http_report
 from tests.bench.http_bucket import KEY_PREFIX, TOPIC, BenchBucket, bench_bucket
 from tests.bench.http_cold import run_cold
+from tests.bench.http_floor import floor_walker, start_floor
 from tests.bench.http_load import (
     Conn,
     Measured,
@@ -92,6 +93,15 @@ def run_gateway(args: argparse.Namespace, bucket: BenchBucket, work: Path, out: 
         stop(proc)
 
 
+def run_floor(args: argparse.Namespace, work: Path, out: Results) -> None:
+    """The bare server stack answering ``max_bytes`` from memory: the raw figure's ceiling."""
+    proc, url = start_floor(args.max_bytes, work / "floor.log")
+    try:
+        out.floor = _best(args, floor_walker(url, args.max_bytes), proc.pid, "floor", out)
+    finally:
+        stop(proc)
+
+
 def run_nginx(args: argparse.Namespace, bucket: BenchBucket, work: Path, out: Results) -> None:
     binary = nginx_binary()
     if binary is None:
@@ -140,6 +150,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="bench-http-") as tmp:
         work = Path(tmp)
         run_gateway(args, bucket, work, out)
+        run_floor(args, work, out)
         if args.no_nginx:
             out.notes.append("nginx skipped (--no-nginx)")
         else:

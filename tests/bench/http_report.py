@@ -41,6 +41,7 @@ class Results:
     args: dict[str, Any]
     gateway: dict[str, Measured] = field(default_factory=dict)
     nginx: Measured | None = None
+    floor: Measured | None = None  # a bare uvicorn app answering from memory
     peer: tuple[int, float, float] | None = None  # records, CPU s, wall s
     cold: Cold | None = None
     spread: dict[str, tuple[float, float]] = field(default_factory=dict)  # per server CPU-s
@@ -57,7 +58,7 @@ def _both(m: Measured, scale: float) -> str:
 
 def describe(kind: str, m: Measured) -> str:
     wall = m.units / m.wall_s
-    if kind in ("raw", "nginx"):
+    if kind in ("raw", "nginx", "floor"):
         return f"MB per server (client) CPU-s {_both(m, 1e6)}, {wall / 1e6:,.0f} MB/s wall"
     return f"records per server (client) CPU-s {_both(m, 1)}, {wall:,.0f}/s wall"
 
@@ -94,6 +95,18 @@ def rows(r: Results) -> list[tuple[str, str, str, str, str, str]]:
         f">= {RAW_RATIO_GOAL}",
         _verdict(ratio, RAW_RATIO_GOAL),
     ))  # fmt: skip
+    floor = r.floor
+    ceiling = (
+        None if floor is None or nginx is None else floor.per_server_cpu_s / nginx.per_server_cpu_s
+    )
+    out.append((
+        "raw's ceiling: a bare uvicorn app answering from memory, MB per server CPU-s, / nginx",
+        "-" if floor is None else _both(floor, 1e6),
+        "-" if nginx is None else f"{_both(nginx, 1e6)} nginx",
+        "-" if ceiling is None else f"{ceiling:.3f}",
+        "(context)",
+        "-",
+    ))  # fmt: skip
     c = r.cold
     out.append((
         "cold reads: p99 / theory" + ("" if c is None else f" ({c.reads} concurrent)"),
@@ -120,7 +133,7 @@ def details(r: Results) -> list[str]:
         spans = ", ".join(
             f"{name} {low / scale:,.0f} to {high / scale:,.0f}"
             for name, (low, high) in r.spread.items()
-            for scale in ((1e6 if name in ("raw", "nginx") else 1e3),)
+            for scale in ((1e6 if name in ("raw", "nginx", "floor") else 1e3),)
         )
         out.append(
             f"Spread over the {r.args['repeats']} runs of each figure (the table has the best; "
