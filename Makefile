@@ -52,7 +52,8 @@ bench: $(VENV)/.installed-dev
 	$(BIN)/python -m tests.bench.bench_http --docs docs/benchmarks.md
 
 # Locust against `serve` on a generated bucket: RPS, failures, latencies, GETs/MB, RSS over the
-# cache budgets, into build/load/. LOAD_SECONDS=20 LOAD_USERS=50 make load for a short run.
+# cache budgets, into build/load/. LOAD_SECONDS=20 LOAD_USERS=50 make load for a short run;
+# LOAD_INFLIGHT_MIB=16 LOAD_SCENARIO=Streams make load for issue 15's memory-bound run.
 load: $(VENV)/.installed-load
 	$(BIN)/python -m tests.load.run
 

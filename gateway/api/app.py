@@ -11,6 +11,7 @@ nothing lives in module globals. ``/docs`` and ``/redoc`` load their scripts fro
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
@@ -26,6 +27,7 @@ from gateway.api.models import ErrorBody
 from gateway.api.observe import HttpMetrics, ObserveMiddleware
 from gateway.config import Settings
 from gateway.service.admission import ByteBudget
+from gateway.service.memory import heap_returned
 from gateway.service.protocol import Service
 
 log = logging.getLogger(__name__)
@@ -56,6 +58,15 @@ def _default_factory() -> ServiceFactory:
     return open_service
 
 
+def _warm_up() -> None:
+    try:
+        from gateway.api import jsonkernel  # noqa: PLC0415 - numba only when it is used
+
+        jsonkernel.warm_up()
+    except Exception:  # every page then takes the Python writer: slower, never wrong
+        log.exception("the compiled JSON writer failed to warm up")
+
+
 def create_app(settings: Settings, service_factory: ServiceFactory | None = None) -> FastAPI:
     """The ASGI app for ``settings``; ``service_factory`` opens the :class:`Service`."""
     metrics = HttpMetrics()
@@ -65,8 +76,13 @@ def create_app(settings: Settings, service_factory: ServiceFactory | None = None
         factory = service_factory if service_factory is not None else _default_factory()
         async with factory(settings) as service:
             log.info("serving %s (key prefix %r)", settings.store, settings.key_prefix)
+            # compiled off the loop while the catalog loads; a request meanwhile waits for it
+            loop = asyncio.get_running_loop()
+            compiled = loop.run_in_executor(None, _warm_up if settings.compiled_records else int)
             budget = ByteBudget(settings.inflight_bytes)
-            yield {"service": service, "settings": settings, "budget": budget}
+            async with heap_returned(budget):  # freed response memory back to the system
+                yield {"service": service, "settings": settings, "budget": budget}
+            await compiled
         log.info("service closed")
 
     app = FastAPIOffline(

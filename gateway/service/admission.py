@@ -3,11 +3,15 @@
 Every data request reserves the most its answer may hold in memory at once (a JSON or raw
 page: its ``max_bytes``; an NDJSON stream: one page) before it reads anything, and gives it back
 when its response is sent. Beyond the budget requests wait in arrival order within their own
-deadline; one that is still waiting when the deadline passes gets :class:`OverloadedError`
-(503 ``overloaded``, retriable, with ``Retry-After``) rather than pushing the process past its
-memory bound. A reservation larger than the whole budget is cut to the budget, so any single
-request can always run alone; Kafka's "at least one whole batch" may still exceed a page by
-one batch, which the budget's headroom covers.
+deadline, for at most ``wait_share`` (default half) of the time it had left when it came, so an
+admitted request keeps the rest to produce its answer (an 8 MiB NDJSON stream admitted one
+second before its deadline would only end with ``deadline_exceeded``). One still waiting then
+gets :class:`OverloadedError` (503 ``overloaded``, retriable, with ``Retry-After``) rather than
+pushing the process past its memory bound. Grants go in arrival order and only while the
+budget has room, so the waiting requests start a few at a time as others end, never all at
+once to share the cores and the memory. A reservation larger than the whole budget is cut to
+the budget, so any single request can always run alone; Kafka's "at least one whole batch" may
+still exceed a page by one batch, which the budget's headroom covers.
 """
 
 from __future__ import annotations
@@ -24,20 +28,25 @@ from gateway.errors import OverloadedError
 
 @dataclass(slots=True)
 class BudgetStats:
-    """What the budget has seen: admitted at once, admitted after waiting, refused."""
+    """What the budget has seen: admitted at once, admitted after waiting, refused; and the
+    bytes given back in all (:class:`gateway.service.memory.Trimmer` trims after enough)."""
 
     admitted: int = 0
     waited: int = 0
     refused: int = 0
+    released_bytes: int = 0
 
 
 class ByteBudget:
     """A FIFO-fair counting budget of bytes (one per process, shared by every request)."""
 
-    def __init__(self, capacity: int) -> None:
+    def __init__(self, capacity: int, *, wait_share: float = 0.5) -> None:
         if capacity <= 0:
             raise ValueError(f"a byte budget needs a positive capacity, not {capacity}")
+        if not 0 <= wait_share <= 1:
+            raise ValueError(f"wait_share is a share of the deadline, not {wait_share}")
         self.capacity = capacity
+        self.wait_share = wait_share
         self.in_use = 0
         self.stats = BudgetStats()
         self._waiters: deque[tuple[int, asyncio.Future[None]]] = deque()
@@ -55,9 +64,14 @@ class ByteBudget:
         finally:
             self.release(held)
 
+    def wait_limit(self, deadline: Deadline) -> float:
+        """The longest a request arriving now with ``deadline`` waits: ``wait_share`` of what is
+        left of it (0 when it has passed)."""
+        return max(deadline.remaining(), 0.0) * self.wait_share
+
     async def acquire(self, nbytes: int, deadline: Deadline) -> int:
-        """Reserve ``nbytes`` (cut to ``[1, capacity]``), waiting in arrival order until the
-        deadline; returns what was reserved, to give back with :meth:`release`."""
+        """Reserve ``nbytes`` (cut to ``[1, capacity]``), waiting in arrival order for at most
+        :meth:`wait_limit`; returns what was reserved, to give back with :meth:`release`."""
         n = min(max(nbytes, 1), self.capacity)
         if not self._waiters and self.in_use + n <= self.capacity:
             self.in_use += n
@@ -67,9 +81,9 @@ class ByteBudget:
         entry = (n, fut)
         self._waiters.append(entry)
         try:
-            remaining = deadline.remaining()
-            if remaining > 0:
-                await asyncio.wait({fut}, timeout=remaining)
+            limit = self.wait_limit(deadline)
+            if limit > 0:
+                await asyncio.wait({fut}, timeout=limit)
         except BaseException:  # cancelled while waiting (the client went away)
             self._give_up(entry)
             raise
@@ -80,11 +94,12 @@ class ByteBudget:
         self.stats.refused += 1
         raise OverloadedError(
             f"{self.in_use} of {self.capacity} response bytes in flight; {n} more did not free "
-            "up before the request's deadline"
+            f"up within {self.wait_share:.0%} of the request's deadline"
         )
 
     def release(self, n: int) -> None:
         self.in_use -= n
+        self.stats.released_bytes += n
         self._grant()
 
     def _give_up(self, entry: tuple[int, asyncio.Future[None]]) -> None:

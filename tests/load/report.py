@@ -144,6 +144,10 @@ def summary(
     }
 
 
+PEAK_GOAL_MIB: Final = 300e6 / MIB
+AFTER_GOAL_MIB: Final = 100e6 / MIB
+
+
 def markdown(doc: dict[str, Any]) -> str:
     """The run as a markdown table per request name and a few lines of totals."""
     lines = [
@@ -174,6 +178,16 @@ def markdown(doc: dict[str, Any]) -> str:
         f"{doc['after_seconds']} s after {doc['rss_after_mib']}; cache budgets {budgets} MiB: "
         f"peak over them {doc['rss_peak_mib'] - budgets:+.0f}, after over them "
         f"{doc['rss_after_mib'] - budgets:+.0f}; in-flight budget "
-        f"{doc.get('inflight_budget_mib')} MiB",
+        f"{doc.get('inflight_budget_mib')} MiB; {doc.get('workers', 1)} worker process(es)",
+        f"- against the goals (over the budgets: peak <= 300 MB = {PEAK_GOAL_MIB:.0f} MiB, "
+        f"after <= 100 MB = {AFTER_GOAL_MIB:.0f} MiB): peak "
+        f"{_verdict(doc['rss_peak_mib'] - budgets, PEAK_GOAL_MIB)}, after "
+        f"{_verdict(doc['rss_after_mib'] - budgets, AFTER_GOAL_MIB)}; over idle + budgets: "
+        f"peak {doc['rss_peak_mib'] - budgets - doc['rss_idle_mib']:+.0f}, after "
+        f"{doc['rss_after_mib'] - budgets - doc['rss_idle_mib']:+.0f} MiB",
     ]
     return "\n".join(lines) + "\n"
+
+
+def _verdict(over_mib: float, goal_mib: float) -> str:
+    return f"{over_mib:+.0f} MiB " + ("within" if over_mib <= goal_mib else "OVER")

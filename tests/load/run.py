@@ -11,7 +11,8 @@ processes) every 0.5 s during the run and ``--after`` seconds after it; scrape `
 before and after; write ``summary.json``, ``summary.md``, ``rss.csv`` (and ``rss.png`` when
 matplotlib is installed) into ``--out``.
 
-``LOAD_SECONDS``, ``LOAD_USERS``, ``LOAD_SCENARIO`` and ``LOAD_RATE`` set the defaults.
+``LOAD_SECONDS``, ``LOAD_USERS``, ``LOAD_SCENARIO``, ``LOAD_RATE``, ``LOAD_INFLIGHT_MIB`` and
+``LOAD_WORKERS`` (1: the memory bound is one process's) set the defaults.
 """
 
 from __future__ import annotations
@@ -111,6 +112,7 @@ def start_server(bucket: BenchBucket, args: argparse.Namespace, log: Path) -> tu
         *("--index-cache-bytes", str(args.index_cache_mib * MIB)),
         *("--rescan-interval-s", "0", "--log-level", "warning"),
         *(("--inflight-bytes", str(args.inflight_mib * MIB)) if args.inflight_mib else ()),
+        *(("--workers", str(args.workers)) if "workers" in Settings.model_fields else ()),
         *args.serve_arg,
     ]
     proc = subprocess.Popen(cmd, stdout=log.open("wb"), stderr=subprocess.STDOUT)
@@ -160,7 +162,7 @@ def plot(
         return False
     fig, ax = plt.subplots(figsize=(8, 4))
     ax.plot([t for t, _ in points], [r / MIB for _, r in points], label="server RSS")
-    for (label, mib), style in zip(marks.items(), ("--", ":"), strict=True):
+    for (label, mib), style in zip(marks.items(), ("--", ":", "-."), strict=False):
         ax.axhline(mib, linestyle=style, linewidth=1, label=label, color="grey")
     ax.axvline(ended, linewidth=1, color="black", label="locust stopped")
     ax.set_xlabel("seconds")
@@ -183,7 +185,18 @@ def parse_args() -> argparse.Namespace:
     p.add_argument("--segment-mib", type=int, default=16)
     p.add_argument("--chunk-cache-mib", type=int, default=32)
     p.add_argument("--index-cache-mib", type=int, default=16)
-    p.add_argument("--inflight-mib", type=int, help="response bytes in flight (default: serve's)")
+    p.add_argument(
+        "--inflight-mib",
+        type=int,
+        default=int(env("LOAD_INFLIGHT_MIB", "0")) or None,
+        help="response bytes in flight (default: serve's)",
+    )
+    p.add_argument(
+        "--workers",
+        type=int,
+        default=int(env("LOAD_WORKERS", "1")),
+        help="serve's worker processes, where serve has the option (the RSS is their sum)",
+    )
     p.add_argument("--after", type=float, default=5.0, help="seconds sampled after the run")
     p.add_argument("--out", type=Path, default=Path("build/load"))
     p.add_argument("--bucket-cache", type=Path, default=Path("build/load-bucket"))
@@ -228,6 +241,7 @@ def main() -> None:
         "bucket_mib": round(bucket.log_bytes / MIB, 1),
         "budgets_mib": budgets,
         "inflight_budget_mib": args.inflight_mib or _default_mib("inflight_bytes"),
+        "workers": args.workers if "workers" in Settings.model_fields else 1,
         "server_cpu_seconds": round(cpu, 1),
         "rss_idle_mib": round(idle / MIB),
         "rss_peak_mib": round(max(during, default=0) / MIB),
@@ -240,7 +254,11 @@ def main() -> None:
     with (out / "rss.csv").open("w") as f:
         f.write("seconds,rss_bytes\n")
         f.writelines(f"{t:.2f},{r}\n" for t, r in sampler.points)
-    marks = {"budgets + 300 MB": budgets + 300e6 / MIB, "budgets + 100 MB": budgets + 100e6 / MIB}
+    marks = {
+        "budgets + 300 MB": budgets + 300e6 / MIB,
+        "budgets + 100 MB": budgets + 100e6 / MIB,
+        "idle + budgets": idle / MIB + budgets,
+    }
     doc["rss_plot"] = "rss.png" if plot(sampler.points, marks, ended, out / "rss.png") else None
     (out / "summary.json").write_text(json.dumps(doc, indent=2) + "\n")
     text = markdown(doc)

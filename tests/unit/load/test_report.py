@@ -87,3 +87,5 @@ def test_summary_and_markdown() -> None:
     text = markdown(doc)
     assert "| total | 5 | 1 | 1 | 3.5 |" in text
     assert "peak over them +252, after over them +102" in text
+    assert "peak +252 MiB within, after +102 MiB OVER" in text  # 286 and 95 MiB: the goals
+    assert "over idle + budgets: peak +152, after +2 MiB" in text

@@ -62,6 +62,39 @@ async def test_past_the_deadline_is_overloaded_and_leaves_no_trace() -> None:
     assert budget.in_use == 0
 
 
+async def test_waits_at_most_its_share_of_the_deadline() -> None:
+    deadline = Deadline.after(10)
+    half, none = ByteBudget(100), ByteBudget(100, wait_share=0)
+    assert 0 < half.wait_limit(deadline) <= 5 < deadline.remaining()
+    assert none.wait_limit(deadline) == 0
+    assert half.wait_limit(Deadline.after(-1)) == 0
+
+
+async def test_with_no_share_to_wait_a_full_budget_refuses_at_once() -> None:
+    budget = ByteBudget(100, wait_share=0)
+    held = await budget.acquire(100, Deadline.after(60))
+    with pytest.raises(OverloadedError, match="0% of the request's deadline"):
+        await budget.acquire(1, Deadline.after(60))  # 60 s left, none of it to wait
+    assert budget.stats.refused == 1 and budget.waiting == 0
+    budget.release(held)
+    assert await budget.acquire(1, Deadline.after(60)) == 1  # room again: admitted
+
+
+@pytest.mark.parametrize("share", [-0.1, 1.5])
+def test_a_share_outside_zero_to_one_is_refused(share: float) -> None:
+    with pytest.raises(ValueError, match="share"):
+        ByteBudget(100, wait_share=share)
+
+
+async def test_counts_the_bytes_given_back() -> None:
+    budget = ByteBudget(100)
+    async with budget.hold(60, Deadline.after(1)):
+        assert budget.stats.released_bytes == 0
+    async with budget.hold(500, Deadline.after(1)):  # cut to the capacity
+        pass
+    assert budget.stats.released_bytes == 160
+
+
 async def test_a_cancelled_waiter_neither_leaks_nor_blocks_those_behind() -> None:
     budget = ByteBudget(100)
     held = await budget.acquire(90, Deadline.after(10))

@@ -1,0 +1,154 @@
+"""The C heap's freed memory given back to the system (glibc; elsewhere nothing is done).
+
+Measured under load (docs/benchmarks.md, "Load test (issue 15)"): with glibc's defaults, 200
+NDJSON streams left 3.0 GiB resident after they had all ended, which ``malloc_trim(0)`` brought
+down to 322 MiB (the idle process, the caches and ~100 MiB more): freed, not live. glibc
+raises its mmap threshold (up to 32 MiB) each time a block above it is freed, after which the
+megabyte-sized buffers of a response (pages, rendered lines, the server's copies of them) come
+from the arenas of the ~40 threads that render and read, and a freed block inside an arena
+stays resident. Two levers:
+
+* :meth:`Glibc.fix_mmap_threshold` (``mallopt(M_MMAP_THRESHOLD, MMAP_THRESHOLD)``, once at
+  start): a block of at least 256 KiB is always its own mapping, unmapped when freed, so the
+  resident size follows the bytes in flight. It costs CPU (each such block is mapped, faulted
+  in page by page and unmapped): 200 streams served ~100-115 MB of NDJSON per server
+  CPU-second with it against ~170-210 without, for a peak RSS of ~400 MiB against ~650-700
+  (16 MiB of responses in flight); memory first, as issue 15 asks.
+* :class:`Trimmer`: ``malloc_trim(0)`` in a worker thread (it holds each arena's lock in turn,
+  never the GIL), at most every ``interval_s``, once ``min_released`` bytes of responses were
+  given back to the byte budget since the last trim or once the budget has drained: what is
+  left in the arenas.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import ctypes
+import logging
+import time
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager, suppress
+from dataclasses import dataclass
+from typing import Final
+
+from gateway.service.admission import ByteBudget
+
+log = logging.getLogger(__name__)
+
+M_MMAP_THRESHOLD: Final = -3  # glibc's <malloc.h>
+MMAP_THRESHOLD: Final = 256 * 1024
+"""Blocks of at least this size are mapped on their own (glibc's initial default is 128 KiB;
+it then grows with every freed block above it, which fixing it turns off)."""
+TRIM_INTERVAL_S: Final = 2.0
+TRIM_AFTER_BYTES: Final = 64 * 1024 * 1024
+
+
+class Glibc:
+    """``malloc_trim`` and ``mallopt`` of the process's C library, when it is glibc."""
+
+    def __init__(self, lib: ctypes.CDLL) -> None:
+        self._trim: Callable[[int], int] = lib.malloc_trim
+        self._mallopt: Callable[[int, int], int] = lib.mallopt
+
+    @classmethod
+    def load(cls) -> Glibc | None:
+        """The C library of this process, or None when it has no ``malloc_trim`` (not glibc)."""
+        try:
+            lib = ctypes.CDLL(None)
+        except OSError:
+            return None
+        if not all(hasattr(lib, name) for name in ("malloc_trim", "mallopt")):
+            return None
+        return cls(lib)
+
+    def trim(self) -> bool:
+        """``malloc_trim(0)``: True when some memory was given back. Blocking: not on the loop."""
+        return bool(self._trim(0))
+
+    def fix_mmap_threshold(self, nbytes: int = MMAP_THRESHOLD) -> bool:
+        """Blocks of ``nbytes`` or more mapped on their own, for good; True when glibc took it."""
+        return self._mallopt(M_MMAP_THRESHOLD, nbytes) == 1
+
+
+@dataclass(slots=True)
+class TrimStats:
+    """The trims done, those that gave memory back, the wall-clock seconds they took."""
+
+    trims: int = 0
+    gave_back: int = 0
+    seconds: float = 0.0
+    longest_s: float = 0.0
+
+
+class Trimmer:
+    """Trims the heap after responses gave back ``min_released`` bytes to ``budget``."""
+
+    def __init__(
+        self,
+        budget: ByteBudget,
+        glibc: Glibc | None,
+        *,
+        interval_s: float = TRIM_INTERVAL_S,
+        min_released: int = TRIM_AFTER_BYTES,
+    ) -> None:
+        self.budget, self.glibc = budget, glibc
+        self.interval_s, self.min_released = interval_s, min_released
+        self.stats = TrimStats()
+        self._mark = budget.stats.released_bytes
+
+    def due(self) -> bool:
+        """After ``min_released`` bytes given back since the last trim, or any once the
+        budget has drained (nothing in flight: what the load left behind)."""
+        released = self.budget.stats.released_bytes - self._mark
+        drained = self.budget.in_use == 0 and released > 0
+        return self.glibc is not None and (released >= self.min_released or drained)
+
+    async def trim_if_due(self) -> bool:
+        """One ``malloc_trim(0)`` in a worker thread when :meth:`due`; True when it ran."""
+        if self.glibc is None or not self.due():
+            return False
+        self._mark = self.budget.stats.released_bytes
+        self.stats.trims += 1
+        started = time.perf_counter()
+        if await asyncio.to_thread(self.glibc.trim):
+            self.stats.gave_back += 1
+        took = time.perf_counter() - started
+        self.stats.seconds += took
+        self.stats.longest_s = max(self.stats.longest_s, took)
+        return True
+
+    async def run(self) -> None:
+        """:meth:`trim_if_due` every ``interval_s``, until cancelled."""
+        while True:
+            await asyncio.sleep(self.interval_s)
+            await self.trim_if_due()
+
+
+@asynccontextmanager
+async def heap_returned(
+    budget: ByteBudget,
+    glibc: Glibc | None = None,
+    *,
+    mmap_threshold: int | None = MMAP_THRESHOLD,
+    interval_s: float = TRIM_INTERVAL_S,
+    min_released: int = TRIM_AFTER_BYTES,
+) -> AsyncIterator[Trimmer]:
+    """Fix the mmap threshold (None: leave glibc's sliding one) and run a :class:`Trimmer` on
+    ``budget`` for the block (the app's lifespan); ``glibc`` defaults to :meth:`Glibc.load`."""
+    glibc = glibc if glibc is not None else Glibc.load()
+    fixed = glibc is None or mmap_threshold is None or glibc.fix_mmap_threshold(mmap_threshold)
+    if not fixed:
+        log.warning("glibc did not take M_MMAP_THRESHOLD=%d", mmap_threshold)
+    trims = Trimmer(budget, glibc, interval_s=interval_s, min_released=min_released)
+    task = asyncio.create_task(trims.run(), name="heap-trimmer")
+    try:
+        yield trims
+    finally:
+        task.cancel()
+        with suppress(asyncio.CancelledError):
+            await task
+        s = trims.stats
+        log.info(
+            "heap trims: %d (%d gave memory back), %.3f s in all, longest %.3f s",
+            *(s.trims, s.gave_back, s.seconds, s.longest_s),
+        )

@@ -1,0 +1,138 @@
+"""Giving freed heap memory back: glibc's calls, and the trimmer driven by the byte budget."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import platform
+import threading
+
+import pytest
+from fastapi.testclient import TestClient
+
+from gateway.api import create_app
+from gateway.config import Settings
+from gateway.deadline import Deadline
+from gateway.service.admission import ByteBudget
+from gateway.service.memory import MMAP_THRESHOLD, Glibc, Trimmer, heap_returned
+from tests.unit.api.fake import FakeService
+
+pytestmark = pytest.mark.skipif(platform.libc_ver()[0] != "glibc", reason="glibc only")
+MIB = 1 << 20
+
+
+class Recording(Glibc):
+    """The process's glibc, noting the threads that trim and the thresholds set."""
+
+    def __init__(self) -> None:
+        lib = Glibc.load()
+        assert lib is not None
+        self.__dict__.update(lib.__dict__)
+        self.trim_threads: list[int] = []
+        self.thresholds: list[int] = []
+        self.trimmed = asyncio.Event()
+        self.loop = asyncio.get_running_loop()
+
+    def trim(self) -> bool:
+        self.trim_threads.append(threading.get_ident())
+        self.loop.call_soon_threadsafe(self.trimmed.set)
+        return super().trim()
+
+    def fix_mmap_threshold(self, nbytes: int = MMAP_THRESHOLD) -> bool:
+        self.thresholds.append(nbytes)
+        return super().fix_mmap_threshold(nbytes)
+
+
+async def _pass(budget: ByteBudget, nbytes: int) -> None:
+    """A response of ``nbytes`` in and out of the budget."""
+    async with budget.hold(nbytes, Deadline.after(1)):
+        pass
+
+
+def test_glibc_trims_and_takes_the_mmap_threshold() -> None:
+    glibc = Glibc.load()
+    assert glibc is not None
+    block = bytearray(64 * MIB)  # a freed block for malloc_trim to find
+    del block
+    assert isinstance(glibc.trim(), bool)
+    assert glibc.fix_mmap_threshold()
+
+
+async def test_due_after_enough_bytes_given_back_then_not_until_more() -> None:
+    budget = ByteBudget(64 * MIB)
+    glibc = Recording()
+    trimmer = Trimmer(budget, glibc, min_released=10 * MIB)
+    held = await budget.acquire(MIB, Deadline.after(1))  # in flight: the budget never drains
+    assert not trimmer.due() and not await trimmer.trim_if_due()
+    await _pass(budget, 4 * MIB)
+    assert not trimmer.due()
+    await _pass(budget, 6 * MIB)
+    assert trimmer.due()
+    assert await trimmer.trim_if_due()
+    assert trimmer.stats.trims == 1 and trimmer.stats.seconds >= trimmer.stats.longest_s > 0
+    assert not trimmer.due()  # counted from the last trim
+    budget.release(held)
+
+
+async def test_due_once_the_budget_drains_after_any_release() -> None:
+    budget = ByteBudget(64 * MIB)
+    trimmer = Trimmer(budget, Recording(), min_released=1 << 40)
+    assert not trimmer.due()  # drained, but nothing given back yet
+    held = await budget.acquire(MIB, Deadline.after(1))
+    await _pass(budget, MIB)
+    assert not trimmer.due()  # something still in flight
+    budget.release(held)
+    assert trimmer.due()
+    assert await trimmer.trim_if_due()
+    assert not trimmer.due()
+
+
+async def test_trims_in_a_worker_thread_never_on_the_loop() -> None:
+    budget = ByteBudget(MIB)
+    glibc = Recording()
+    trimmer = Trimmer(budget, glibc, min_released=1)
+    await _pass(budget, 1)
+    assert await trimmer.trim_if_due()
+    assert glibc.trim_threads and threading.get_ident() not in glibc.trim_threads
+
+
+async def test_without_glibc_nothing_is_ever_due() -> None:
+    budget = ByteBudget(MIB)
+    trimmer = Trimmer(budget, None, min_released=1)
+    await _pass(budget, MIB)
+    assert not trimmer.due() and not await trimmer.trim_if_due()
+    async with heap_returned(budget, interval_s=0.001) as running:
+        assert isinstance(running.glibc, Glibc)  # none given: the process's own, loaded
+
+
+async def test_heap_returned_may_leave_the_threshold_to_glibc() -> None:
+    glibc = Recording()
+    async with heap_returned(ByteBudget(MIB), glibc, mmap_threshold=None):
+        assert glibc.thresholds == []
+    async with heap_returned(ByteBudget(MIB), glibc, mmap_threshold=MIB):
+        assert glibc.thresholds == [MIB]
+
+
+async def test_heap_returned_fixes_the_threshold_and_trims_until_the_block_ends() -> None:
+    budget = ByteBudget(MIB)
+    glibc = Recording()
+    async with heap_returned(budget, glibc, interval_s=0.001, min_released=1) as trimmer:
+        assert glibc.thresholds == [MMAP_THRESHOLD]
+        await _pass(budget, 1)
+        await asyncio.wait_for(glibc.trimmed.wait(), 30)
+    trims = trimmer.stats.trims
+    assert trims >= 1
+    await _pass(budget, MIB)  # due again, but the trimmer is gone
+    for _ in range(20):
+        await asyncio.sleep(0.002)
+    assert trimmer.stats.trims == trims and trimmer.due()
+
+
+def test_the_app_runs_the_trimmer_for_its_lifespan(caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.INFO, logger="gateway.service.memory")
+    app = create_app(Settings(store="file:///nonexistent"), FakeService().factory())
+    with TestClient(app) as client:
+        r = client.get("/v1/topics/orders/partitions/0/records", params={"offset": 0})
+        assert r.status_code == 200, r.text
+        assert not any("heap trims" in m for m in caplog.messages)  # still running
+    assert any(m.startswith("heap trims: ") for m in caplog.messages)  # stopped with the app
