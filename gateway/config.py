@@ -214,6 +214,12 @@ class Settings(BaseSettings):
         ge=1,
         description="threads for decompression, decryption and decoding",
     )
+    compiled_records: bool = Field(
+        default=True,
+        description="decode records and write JSON/NDJSON with compiled loops (numba): about "
+        "twice the records per CPU-second; off: the pure-Python path, without numba's ~110 MiB "
+        "of resident memory",
+    )
     # --- requests -----------------------------------------------------------------------------
     request_timeout_ms: int = Field(
         default=30_000, ge=1, description="deadline of a request without timeout_ms"
@@ -233,7 +239,7 @@ class Settings(BaseSettings):
         default=MiB, ge=1, description="record batch bytes fetched per NDJSON page"
     )
     inflight_bytes: ByteSize = Field(
-        default=256 * MiB,
+        default=32 * MiB,
         ge=1,
         description="response bytes in flight, all requests and workers together: each reserves "
         "its page "

@@ -21,7 +21,6 @@ from typing import Final, cast
 
 import orjson
 
-from gateway.api import jsonkernel
 from gateway.api.formats import Encoders, Field
 from gateway.errors import InvalidFormatError
 from gateway.kafka.records import Header
@@ -118,6 +117,8 @@ class Writer:
         join is the text); at a record not valid in its format, stop there (``out`` holds the
         records before it, whole) and return the error naming its offset."""
         if isinstance(records, ColumnRecords):
+            from gateway.api import jsonkernel  # noqa: PLC0415 - numba, loaded with the records
+
             codes = jsonkernel.formats_of(self.encoders)
             text = (
                 None if codes is None else jsonkernel.write(records, codes, self.sep, self.started)

@@ -62,6 +62,10 @@ from gateway.service.types import FetchedRecord, FetchResult, IsolationLevel
 
 log = logging.getLogger(__name__)
 
+STREAM_SLICE: Final = 256 * 1024
+"""An NDJSON page is sent in slices of this size: the server's chunked framing copies what it
+sends, and a slice is all it copies at once (docs/benchmarks.md, load test)."""
+
 _FORMAT: Final = (
     "how {} are written: base64 (standard), hex, string (UTF-8) or json (an embedded JSON "
     "value); not valid in it: 422 invalid_format. JSON and NDJSON only"
@@ -158,8 +162,11 @@ async def _stream(
     offset = result.next_offset
     try:
         while True:
-            if lines:
-                yield lines
+            view = memoryview(lines)
+            del lines  # not held while the next page is read: only the slice being sent is
+            for at in range(0, len(view), STREAM_SLICE):
+                yield view[at : at + STREAM_SLICE]
+            del view
             done = used >= budget or offset >= result.log_end_offset
             if done or fetch.deadline.remaining() <= 0:
                 break

@@ -19,7 +19,6 @@ from typing import Any, Final, TypeVar
 import anyio.to_thread
 import orjson
 
-from gateway.api import jsonkernel
 from gateway.api.formats import BASE64, Encoders
 from gateway.api.recordjson import Buffer, Writer, write
 from gateway.errors import InvalidFormatError, NotAcceptableError
@@ -140,6 +139,8 @@ def _compiled(
     (:mod:`gateway.api.jsonkernel`), else None."""
     if not isinstance(records, ColumnRecords) or not len(records):
         return None
+    from gateway.api import jsonkernel  # noqa: PLC0415 - numba, loaded with ColumnRecords
+
     codes = jsonkernel.formats_of(encoders)
     if codes is None:
         return None

@@ -62,8 +62,11 @@ class GatewayService:
         retrier: Retrier,
         executor: ThreadPoolExecutor,
         scanner: BucketScanner,
+        compiled_records: bool = True,
     ) -> None:
+        """``compiled_records``: decode with the compiled loop (:class:`ColumnRecords`)."""
         self.rlmm = rlmm
+        self._compiled = compiled_records
         self.source = source
         self.reader = reader
         self.retrier = retrier
@@ -276,6 +279,7 @@ class GatewayService:
             offset,
             isolation,
             result.aborted_transactions,
+            self._compiled,
         )
 
     async def list_offsets(

@@ -164,8 +164,9 @@ async def open_service(settings: Settings) -> AsyncIterator[GatewayService]:
             checkpoint_reader=missing.watching(checkpoint_reader(reader, keys)),
         )
         service = GatewayService(
-            rlmm, source, reader=reader, retrier=retrier, executor=executor, scanner=scanner
-        )
+            rlmm, source, reader=reader, retrier=retrier, executor=executor, scanner=scanner,
+            compiled_records=settings.compiled_records,
+        )  # fmt: skip
 
         async def background() -> None:
             await _scan_until_ready(scanner, service)

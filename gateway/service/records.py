@@ -26,11 +26,10 @@ import itertools
 import operator
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any, overload
+from typing import TYPE_CHECKING, Any, overload
 
 import numpy as np
 
-from gateway.kafka import kernel
 from gateway.kafka.batch import TIMESTAMP_TYPE_MASK, RecordBatch, iter_batches
 from gateway.kafka.ints import INT64_MAX
 from gateway.kafka.records import Header, Record, RecordLike
@@ -41,6 +40,9 @@ from gateway.service.types import (
     FetchedRecord,
     IsolationLevel,
 )
+
+if TYPE_CHECKING:
+    from gateway.kafka import kernel
 
 Array = Any  # numpy arrays
 
@@ -162,6 +164,8 @@ class ColumnRecords(Sequence[FetchedRecord]):
         in order), or None when the record decoders must say: the loop objects, a header key
         is not UTF-8 (Java replaces it), or the offsets do not strictly increase inside their
         batches' ranges (a consumer skips records; the per-batch path does as it does)."""
+        from gateway.kafka import kernel  # noqa: PLC0415 - numba loads only when used
+
         held = kernel.Sections()
         for batch in batches:
             held.add(batch)
@@ -305,12 +309,14 @@ def decode_records(
     offset: int,
     isolation: IsolationLevel,
     aborted: tuple[AbortedTransaction, ...] | None,
+    compiled: bool = True,
 ) -> DecodedRecords | ColumnRecords:
     """The data records of ``batches`` from ``offset`` on; their CRCs were checked when the
-    fetch framed them. By the compiled loop as columns when it takes them all, else batch by
-    batch by the record decoders (which give every precise error)."""
+    fetch framed them. With ``compiled``, by the compiled loop as columns when it takes them
+    all; else (and otherwise) batch by batch by the record decoders (which give every precise
+    error)."""
     chosen = list(consumed(batches, offset, isolation, aborted))
-    fast = ColumnRecords.decode(chosen, offset)
+    fast = ColumnRecords.decode(chosen, offset) if compiled else None
     if fast is not None:
         return fast
     groups: list[BatchRecords] = []
