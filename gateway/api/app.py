@@ -26,6 +26,7 @@ from gateway.api.errors import install_error_handlers
 from gateway.api.models import ErrorBody
 from gateway.api.observe import HttpMetrics, ObserveMiddleware
 from gateway.config import Settings
+from gateway.errors import ConfigurationError
 from gateway.service.admission import ByteBudget
 from gateway.service.memory import heap_returned
 from gateway.service.protocol import Service
@@ -59,12 +60,17 @@ def _default_factory() -> ServiceFactory:
 
 
 def _warm_up() -> None:
+    """Compile (or load from numba's cache) the record loops before the first request, so no
+    request, /healthz included, waits for them; a platform where they fail does not start."""
     try:
         from gateway.api import jsonkernel  # noqa: PLC0415 - numba only when it is used
 
         jsonkernel.warm_up()
-    except Exception:  # every page then takes the Python writer: slower, never wrong
-        log.exception("the compiled JSON writer failed to warm up")
+    except Exception as exc:
+        raise ConfigurationError(
+            f"the compiled record loops failed to load ({exc!r}); serve with "
+            "--no-compiled-records (TIERED_GATEWAY_COMPILED_RECORDS=false) for the Python path"
+        ) from exc
 
 
 def create_app(settings: Settings, service_factory: ServiceFactory | None = None) -> FastAPI:
@@ -76,13 +82,11 @@ def create_app(settings: Settings, service_factory: ServiceFactory | None = None
         factory = service_factory if service_factory is not None else _default_factory()
         async with factory(settings) as service:
             log.info("serving %s (key prefix %r)", settings.store, settings.key_prefix)
-            # compiled off the loop while the catalog loads; a request meanwhile waits for it
-            loop = asyncio.get_running_loop()
-            compiled = loop.run_in_executor(None, _warm_up if settings.compiled_records else int)
+            if settings.compiled_records:  # off the loop, while the first scan runs
+                await asyncio.get_running_loop().run_in_executor(None, _warm_up)
             budget = ByteBudget(settings.inflight_bytes)
             async with heap_returned(budget):  # freed response memory back to the system
                 yield {"service": service, "settings": settings, "budget": budget}
-            await compiled
         log.info("service closed")
 
     app = FastAPIOffline(

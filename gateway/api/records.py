@@ -158,6 +158,7 @@ async def _stream(
 ) -> AsyncIterator[bytes | memoryview]:
     """NDJSON lines, one page at a time; see the module docstring."""
     result, lines = first
+    del first  # the first page is not held for the whole stream
     used = batch_bytes(result)
     offset = result.next_offset
     try:
@@ -174,6 +175,7 @@ async def _stream(
             if result.next_offset <= offset:  # no progress: never loop on the same offset
                 break
             lines = await _lines(fetch, result, records)
+            del records  # the page's columns, once its text is written
             used += batch_bytes(result)
             offset = result.next_offset
     except _UnfitError as unfit:

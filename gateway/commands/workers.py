@@ -49,6 +49,7 @@ log = logging.getLogger(__name__)
 
 WORKER_NOT_STARTED: Final = 3
 RESTART_INTERVAL_S: Final = 1.0
+MAX_RESTART_INTERVAL_S: Final = 30.0  # the longest wait between failing restarts
 POLL_S: Final = 0.1
 BACKLOG: Final = 2048  # uvicorn's default
 READY_POLL_S: Final = 0.05
@@ -71,6 +72,9 @@ class WorkerSpec:
     """Written one byte once the worker serves (its service is open)."""
     supervisor: int
     """The supervisor's pid: once it is no longer the parent, the worker stops."""
+    restarted: bool = False
+    """A replacement: it takes connections only once its catalog is loaded (its siblings
+    answer meanwhile)."""
 
 
 def worker_settings(settings: Settings, index: int) -> Settings:
@@ -129,7 +133,7 @@ def _run_worker(spec: WorkerSpec) -> int:
         watch = asyncio.create_task(exit_when_orphaned(), name="orphan-watch")
         try:
             async with open_service(s) as service:
-                if share.index > 0:  # take connections once loaded (worker 0 says why not)
+                if share.index > 0 or spec.restarted:  # once loaded (worker 0 says why not)
                     while not service.readiness().ready and not (server and server.should_exit):
                         await asyncio.sleep(READY_POLL_S)
                 with contextlib.suppress(OSError):
@@ -198,13 +202,18 @@ class Supervisor:
         self._started_at: dict[int, float] = {}
         self._started_pipes: dict[int, int] = {}  # read ends, until the worker says it serves
         self._serving: set[int] = set()
+        self._served: set[int] = set()  # indexes whose worker served at least once
+        self._backoff: dict[int, float] = {}  # seconds before the next start of an index
         self._signals = 0
 
     def _start(self, index: int) -> None:
         share = DiskShare(index, self._settings.workers, self._since)
         read_end, write_end = os.pipe()
         os.set_blocking(read_end, False)
-        spec = WorkerSpec(self._settings, share, self._sock.fileno(), write_end, os.getpid())
+        spec = WorkerSpec(
+            self._settings, share, self._sock.fileno(), write_end, os.getpid(),
+            restarted=index in self._served,
+        )  # fmt: skip
         try:
             proc = subprocess.Popen(
                 [sys.executable, "-m", "gateway.commands.workers"],
@@ -234,6 +243,8 @@ class Supervisor:
             del self._started_pipes[index]
             if said:
                 self._serving.add(index)
+                self._served.add(index)
+                self._backoff.pop(index, None)
                 log.info("worker %d (pid %d) serves", index, self._procs[index].pid)
         return index in self._serving
 
@@ -260,14 +271,17 @@ class Supervisor:
             if code is None:
                 continue
             how = f"signal {-code}" if code < 0 else f"exit code {code}"
-            if not started:
+            if not started and index not in self._served:
                 log.error(
                     "worker %d (pid %d) exited (%s) before it served: stopping the server",
                     index, proc.pid, how,
                 )  # fmt: skip
                 return WORKER_NOT_STARTED
-            if time.monotonic() - self._started_at[index] < RESTART_INTERVAL_S:
-                continue  # not again within a second
+            wait = self._backoff.get(index, RESTART_INTERVAL_S)
+            if time.monotonic() - self._started_at[index] < wait:
+                continue  # not again so soon
+            if not started:  # a replacement failed (e.g. the store is unreachable): back off
+                self._backoff[index] = min(wait * 2, MAX_RESTART_INTERVAL_S)
             log.error("worker %d (pid %d) died (%s): starting it again", index, proc.pid, how)
             self._start(index)
         return 0
@@ -288,7 +302,11 @@ class Supervisor:
 
 def supervise(settings: Settings) -> int:
     """Serve with ``settings.workers`` processes until SIGTERM or SIGINT."""
-    sock = bind(settings)
+    try:
+        sock = bind(settings)
+    except OSError as exc:
+        log.error("cannot listen on %s:%d: %s", settings.host, settings.port, exc)
+        return WORKER_NOT_STARTED
     try:
         host, port = sock.getsockname()[:2]
         log.info("listening on %s:%d with %d workers", host, port, settings.workers)

@@ -160,6 +160,8 @@ def decode_batches(  # noqa: PLR0917 - numba takes arrays, not objects
             offset_delta, pos = _varint(data, pos, rec_end)
             if pos < 0:
                 return BAD_RECORD, b, n, nh
+            if offset_delta > 0 and base_offsets[b] > _INT64_LOW_63 - offset_delta:
+                return BAD_RECORD, b, n, nh  # past int64: the reference decoder says what
             offset = base_offsets[b] + offset_delta
             keep = lo <= offset < hi
             if keep and n >= cap:

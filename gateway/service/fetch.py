@@ -381,16 +381,20 @@ def _frame_pieces(
     one piece is completed from the next ones joined once (one copy of that batch, however
     many pieces it spans). The runs, and the boundary after them."""
     runs: list[Run] = []
-    i = 0
-    while i < len(pieces):
-        piece: bytes | memoryview = pieces[i]
-        i += 1
-        if framer.cursor > boundary and len(piece) < framer.need:
+    queue: list[bytes | memoryview] = list(pieces)
+    queue.reverse()  # popped from the end, in order
+    while queue:
+        piece = queue.pop()
+        need = framer.need
+        if framer.cursor > boundary and len(piece) < need and queue:
             group, got = [piece], len(piece)
-            while got < framer.need and i < len(pieces):
-                group.append(pieces[i])
-                got += len(pieces[i])
-                i += 1
+            while got < need and queue:
+                part = queue.pop()
+                take = min(len(part), need - got)
+                group.append(part[:take])
+                got += take
+                if take < len(part):
+                    queue.append(memoryview(part)[take:])  # framed in place next
             piece = b"".join(group)
         framed = frame_window(framer, piece, boundary)
         boundary = framed.boundary

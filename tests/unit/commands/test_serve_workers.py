@@ -7,15 +7,23 @@ import argparse
 import os
 import pickle
 import re
+import socket
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import httpx
 import pytest
 
 from gateway.commands.serve import add_parser, add_setting_flags, settings_from_args
-from gateway.commands.workers import WorkerSpec, served_by, worker_settings
+from gateway.commands.workers import (
+    WORKER_NOT_STARTED,
+    Supervisor,
+    WorkerSpec,
+    served_by,
+    worker_settings,
+)
 from gateway.config import DIVIDED, GiB, MiB, Settings, load_settings, usable_cpus
 from gateway.errors import ConfigurationError
 from indexcache.share import DiskShare, stale_tmp, tmp_name
@@ -157,3 +165,40 @@ def test_a_worker_that_cannot_start_stops_the_server(tmp_path: Path) -> None:
     assert "error: the gateway did not start" in proc.stderr
     pids = [int(pid) for pid in re.findall(r"worker \d starting \(pid (\d+)\)", proc.stderr)]
     assert len(pids) == 2 and not [pid for pid in pids if Path(f"/proc/{pid}").exists()]
+
+
+class _Exited:
+    pid = 4242
+
+    def poll(self) -> int:
+        return 3
+
+
+def test_a_replacement_that_fails_is_retried_with_backoff_not_fatal(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Only a worker index that never served stops the server; a replacement that fails (the
+    store unreachable while it scans) is started again, each time after a longer wait."""
+    sock = socket.socket()
+    sup = Supervisor(Settings(store="file:///nowhere", workers=2), sock)
+    sock.close()  # never used: _start is replaced
+    starts: list[int] = []
+
+    def start(index: int) -> None:
+        starts.append(index)
+        sup._procs[index] = _Exited()  # type: ignore[assignment]
+        sup._started_at[index] = -1e9  # long ago: due for a restart at once
+
+    monkeypatch.setattr(sup, "_start", start)
+    monkeypatch.setattr(sup, "_has_started", lambda index: False)
+    sup._procs[0] = _Exited()  # type: ignore[assignment]
+    sup._started_at[0] = -1e9
+    assert sup._reap() == WORKER_NOT_STARTED  # index 0 never served: the server stops
+    sup._served.add(0)  # it had served before it died
+    for want in (2.0, 4.0, 8.0):
+        assert sup._reap() == 0  # started again, not fatal
+        assert sup._backoff[0] == want
+    assert starts == [0, 0, 0]
+    sup._backoff[0] = 1e12  # a long backoff: not again yet
+    sup._started_at[0] = time.monotonic()
+    assert sup._reap() == 0 and starts == [0, 0, 0]

@@ -78,3 +78,11 @@ def test_whole_batches_take_the_compiled_path() -> None:
     assert [(r.timestamp, r.log_append_time, r.leader_epoch) for r in got][1] == (4, True, 2)
     assert len(got) == 2 and got[-1].offset == 7
     assert isinstance(DecodedRecords(got.groups)[0].offset, int)
+
+
+def test_an_offset_past_int64_goes_to_the_record_decoders() -> None:
+    """The loop's int64 addition would wrap: it leaves the batch to the record decoders."""
+    base = (1 << 63) - 2
+    data = build_batch(base, [RecordInput(b"a"), RecordInput(b"b", offset_delta=5)])
+    got = decode_records((FetchedBatches(base, data, base, base + 1),), base, RU, None)
+    assert isinstance(got, DecodedRecords)
