@@ -85,7 +85,9 @@ def create_app(settings: Settings, service_factory: ServiceFactory | None = None
             if settings.compiled_records:  # off the loop, while the first scan runs
                 await asyncio.get_running_loop().run_in_executor(None, _warm_up)
             budget = ByteBudget(settings.inflight_bytes)
-            async with heap_returned(budget):  # freed response memory back to the system
+            threshold = settings.malloc_mmap_threshold or None
+            # freed response memory back to the system
+            async with heap_returned(budget, mmap_threshold=threshold):
                 yield {"service": service, "settings": settings, "budget": budget}
         log.info("service closed")
 

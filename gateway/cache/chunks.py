@@ -140,32 +140,22 @@ class ChunkCache:
         start: int,
         end: int,
         deadline: Deadline,
-    ) -> bytes:
-        """Original bytes ``[start, end)`` of the segment, clamped to its size."""
-        return b"".join(await self.read_pieces(segment, segment_id, start, end, deadline))
-
-    async def read_pieces(
-        self,
-        segment: RemoteSegment,
-        segment_id: uuid.UUID,
-        start: int,
-        end: int,
-        deadline: Deadline,
-    ) -> list[memoryview]:
-        """:meth:`read` as views of the units held, in order, never joined (a framer frames
-        them in place; a raw response sends them as they are)."""
+    ) -> bytes | memoryview:
+        """Original bytes ``[start, end)`` of the segment, clamped to its size: a view of the
+        unit that holds them, else the units' pieces joined once (one buffer frames as one run
+        and sends as one piece: measured faster than framing the units apart)."""
         end = min(end, segment.size)
         if start < 0 or start >= end:
-            return []
+            return b""
         chunks = self._units(segment, start, end)
         pieces = [memoryview(p) for p in await self._chunks(segment, segment_id, chunks, deadline)]
         self._maybe_read_ahead(segment, segment_id, chunks)
         lo = start - chunks[0].original_position
         if len(pieces) == 1:
-            return [pieces[0][lo : lo + end - start]]
+            return pieces[0][lo : lo + end - start]
         pieces[-1] = pieces[-1][: end - chunks[-1].original_position]
         pieces[0] = pieces[0][lo:]
-        return pieces
+        return b"".join(pieces)
 
     def _units(self, segment: RemoteSegment, start: int, end: int) -> list[Chunk]:
         """The units covering ``[start, end)`` (clamped): chunks of a transformed segment, blocks

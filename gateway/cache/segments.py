@@ -187,15 +187,8 @@ class SegmentSource:
 
     async def read(
         self, meta: RemoteLogSegmentMetadata, start: int, end: int, deadline: Deadline
-    ) -> tuple[bytes, int]:
+    ) -> tuple[bytes | memoryview, int]:
         """Original bytes ``[start, end)`` of the segment (clamped) and the segment's size."""
-        pieces, size = await self.read_pieces(meta, start, end, deadline)
-        return b"".join(pieces), size
-
-    async def read_pieces(
-        self, meta: RemoteLogSegmentMetadata, start: int, end: int, deadline: Deadline
-    ) -> tuple[list[memoryview], int]:
-        """:meth:`read` as views of the cached units, in order, never joined."""
         segment = await self.open(meta, deadline)
-        pieces = await self.chunks.read_pieces(segment, meta.segment_id.id, start, end, deadline)
-        return pieces, segment.size
+        data = await self.chunks.read(segment, meta.segment_id.id, start, end, deadline)
+        return data, segment.size

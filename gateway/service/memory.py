@@ -8,12 +8,15 @@ megabyte-sized buffers of a response (pages, rendered lines, the server's copies
 from the arenas of the ~40 threads that render and read, and a freed block inside an arena
 stays resident. Two levers:
 
-* :meth:`Glibc.fix_mmap_threshold` (``mallopt(M_MMAP_THRESHOLD, MMAP_THRESHOLD)``, once at
-  start): a block of at least 256 KiB is always its own mapping, unmapped when freed, so the
-  resident size follows the bytes in flight. It costs CPU (each such block is mapped, faulted
-  in page by page and unmapped): 200 streams served ~100-115 MB of NDJSON per server
-  CPU-second with it against ~170-210 without, for a peak RSS of ~400 MiB against ~650-700
-  (16 MiB of responses in flight); memory first, as issue 15 asks.
+* :meth:`Glibc.fix_mmap_threshold` (``mallopt(M_MMAP_THRESHOLD, n)``, once at start, when
+  the ``malloc_mmap_threshold`` setting asks): a block of at least ``n`` bytes is always its
+  own mapping, unmapped when freed, so the resident size follows the bytes in flight. It costs
+  CPU (each such block is mapped, faulted in page by page and unmapped, and a fixed threshold
+  also fixes glibc's trim threshold, so the heap's top is given back and faulted in again):
+  at 256 KiB, 200 streams served ~100-115 MB of NDJSON per server CPU-second against ~170-210
+  without (peak RSS ~400 MiB against ~650-700 at 16 MiB in flight), and the HTTP benchmark's
+  JSON pages fell from ~750-800 k to ~370-490 k records per CPU-second. Off by default: the
+  trimmer below bounds what the sliding threshold keeps.
 * :class:`Trimmer`: ``malloc_trim(0)`` in a worker thread (it holds each arena's lock in turn,
   never the GIL), at most every ``interval_s``, once ``min_released`` bytes of responses were
   given back to the byte budget since the last trim or once the budget has drained: what is
