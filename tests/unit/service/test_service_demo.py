@@ -140,11 +140,11 @@ async def test_walk_returns_every_record_once(
 
 
 @pytest.mark.parametrize("block_bytes", [100, 777])
-async def test_batches_spanning_many_read_units_are_framed_in_place(
+async def test_batches_spanning_many_read_units_are_whole(
     demo: DemoBucket, block_bytes: int
 ) -> None:
-    """Untransformed segments read in units far smaller than their batches: a batch spans
-    several units (views never joined but for that batch) and every walk is still whole."""
+    """Untransformed segments read in units far smaller than their batches: every batch spans
+    several units, and every walk is still whole."""
     settings = Settings(
         store=demo.store_url, key_prefix=demo.key_prefix, key_pairs=[demo.key_pair_spec],
         chunk_cache_bytes=1 << 20, block_bytes=block_bytes,
