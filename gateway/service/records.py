@@ -10,7 +10,10 @@
 
 The records are kept batch by batch as columns (:class:`BatchRecords`), so a renderer works in
 bulk with no object per record; :class:`DecodedRecords` still reads as a sequence of
-:class:`FetchedRecord`, each built on access.
+:class:`FetchedRecord`, each built on access. Faster still, :class:`ColumnRecords` holds a whole
+fetch as the compiled loop's arrays (:mod:`gateway.kafka.kernel`), from which the API writes
+JSON in one compiled pass; it falls back to the per-batch path for anything the loop does not
+take.
 
 The CRC of every batch is checked once, by the fetch that framed it (``Fetcher`` in
 :mod:`gateway.service.fetch` checks each batch it returns), and not again here
@@ -147,13 +150,10 @@ class ColumnRecords(Sequence[FetchedRecord]):
     row per batch: what :mod:`gateway.api.jsonkernel` writes text from with no object per
     record. Read as a sequence, or by :attr:`groups`, each record is built on access."""
 
-    __slots__ = ("_groups", "batch_last", "columns", "epochs", "log_append")
+    __slots__ = ("_groups", "columns", "epochs", "log_append")
 
-    def __init__(
-        self, columns: kernel.Decoded, batch_last: Array, log_append: Array, epochs: Array
-    ) -> None:
+    def __init__(self, columns: kernel.Decoded, log_append: Array, epochs: Array) -> None:
         self.columns = columns
-        self.batch_last = batch_last  # int64 per batch: its last offset
         self.log_append = log_append  # int64 per batch: 1 for LOG_APPEND_TIME
         self.epochs = epochs  # int32 per batch, negative: none
         self._groups: DecodedRecords | None = None
@@ -181,14 +181,17 @@ class ColumnRecords(Sequence[FetchedRecord]):
         keys = decoded.hkey_data
         if keys.shape[0] and np.any(keys >= 0x80) and not _utf8_keys(decoded):
             return None
-        return cls(decoded, last, np.ascontiguousarray(held.meta[:, 6]), held.epochs)
+        return cls(decoded, np.ascontiguousarray(held.meta[:, 6]), held.epochs)
 
     @property
     def groups(self) -> tuple[BatchRecords, ...]:
         """The records batch by batch, built once on first use."""
+        return self._records().groups
+
+    def _records(self) -> DecodedRecords:
         if self._groups is None:
             self._groups = DecodedRecords(self._build())
-        return self._groups.groups
+        return self._groups
 
     def _build(self) -> list[BatchRecords]:
         d = self.columns
@@ -220,11 +223,6 @@ class ColumnRecords(Sequence[FetchedRecord]):
                 )
             )
         return groups
-
-    def _records(self) -> DecodedRecords:
-        self.groups  # noqa: B018 - builds them
-        assert self._groups is not None
-        return self._groups
 
     def __len__(self) -> int:
         return int(self.columns.offsets.shape[0])
