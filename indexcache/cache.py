@@ -37,11 +37,10 @@ from concurrent.futures import Executor
 from dataclasses import dataclass
 from typing import Final, ParamSpec, TypeVar
 
-from cachetools import LRUCache
-
 from gateway.kafka.offset_index import OffsetPosition
 from gateway.kafka.time_index import TimestampOffset
 from gateway.kafka.txn_index import TxnIndexSearchResult
+from gateway.lru import ByteLRU
 from indexcache.disk import DiskScan, DiskStats, DiskTier
 from indexcache.segment import IndexLoader, SegmentIndexBytes, SegmentIndexes, SegmentKey
 
@@ -96,20 +95,6 @@ def _weight(entry: SegmentIndexes) -> int:
     return entry.weight
 
 
-class _ByteLRU(LRUCache[SegmentKey, SegmentIndexes]):
-    """An LRU bounded by entry weight that counts evictions for space."""
-
-    def __init__(self, max_bytes: int) -> None:
-        super().__init__(maxsize=max_bytes, getsizeof=_weight)
-        self.evictions = 0
-
-    def popitem(self) -> tuple[SegmentKey, SegmentIndexes]:
-        # cachetools calls popitem only to make room (invalidate uses pop).
-        item = super().popitem()
-        self.evictions += 1
-        return item
-
-
 class RemoteIndexCache:
     """Byte-bounded LRU of :class:`SegmentIndexes` in front of an injected ``loader``.
 
@@ -136,7 +121,7 @@ class RemoteIndexCache:
         self._loader = loader
         if cache_dir is not None and not os.fspath(cache_dir):
             raise ValueError("cache_dir must not be empty (it would be the working directory)")
-        self._lru = _ByteLRU(max_bytes)
+        self._lru: ByteLRU[SegmentKey, SegmentIndexes] = ByteLRU(max_bytes, _weight)
         self._disk = None if cache_dir is None else DiskTier(cache_dir, disk_max_bytes, fsync=fsync)
         self._started = self._disk is None
         self._scan: DiskScan | None = None

@@ -38,6 +38,7 @@ from cachetools import LRUCache
 
 from gateway.cache.chunk_disk import ChunkDiskTier, ChunkKey
 from gateway.deadline import Deadline, wait_within
+from gateway.lru import ByteLRU
 from gateway.remote.chunk_index import Chunk
 from gateway.remote.reader import RemoteSegment, SegmentReader
 
@@ -63,17 +64,6 @@ class ChunkCacheStats:
     max_bytes: int
 
 
-class _ByteLRU(LRUCache[ChunkKey, bytes]):
-    def __init__(self, max_bytes: int) -> None:
-        super().__init__(maxsize=max_bytes, getsizeof=len)
-        self.evictions = 0
-
-    def popitem(self) -> tuple[ChunkKey, bytes]:
-        item = super().popitem()
-        self.evictions += 1
-        return item
-
-
 class ChunkCache:
     """Decoded chunks in front of a :class:`SegmentReader`."""
 
@@ -93,7 +83,7 @@ class ChunkCache:
         self._block_bytes = block_bytes
         self.disk = disk
         self._executor = executor
-        self._lru = _ByteLRU(max(max_bytes, 1))
+        self._lru: ByteLRU[ChunkKey, bytes] = ByteLRU(max(max_bytes, 1), len)
         self._max_bytes = max_bytes
         self._readahead_bytes = readahead_bytes
         self._inflight: dict[ChunkKey, asyncio.Future[bytes]] = {}
