@@ -37,6 +37,7 @@ from concurrent.futures import Executor
 from dataclasses import dataclass
 from typing import Final, ParamSpec, TypeVar
 
+from gateway.flights import Flights
 from gateway.kafka.offset_index import OffsetPosition
 from gateway.kafka.time_index import TimestampOffset
 from gateway.kafka.txn_index import TxnIndexSearchResult
@@ -127,7 +128,7 @@ class RemoteIndexCache:
         self._scan: DiskScan | None = None
         self._executor = executor
         self._parse_offload_bytes = parse_offload_bytes
-        self._inflight: dict[SegmentKey, asyncio.Task[SegmentIndexes]] = {}
+        self._inflight: Flights[SegmentKey, SegmentIndexes] = Flights()
         self._writes: set[asyncio.Task[None]] = set()
         self._closed = False
         self._hits = self._misses = self._loads = self._load_failures = 0
@@ -148,7 +149,7 @@ class RemoteIndexCache:
     async def aclose(self) -> None:
         """Cancel loads in flight and wait for background disk writes to finish."""
         self._closed = True
-        loads = list(self._inflight.values())
+        loads = self._inflight.tasks()
         for task in loads:
             task.cancel()
         await asyncio.gather(*loads, *self._writes, return_exceptions=True)
@@ -212,12 +213,7 @@ class RemoteIndexCache:
         if not self._started:
             raise RuntimeError("call start() before using an index cache with a disk tier")
         self._misses += 1
-        task = self._inflight.get(key)
-        if task is None:
-            task = asyncio.get_running_loop().create_task(self._load(key))
-            self._inflight[key] = task
-            task.add_done_callback(_retrieve)
-        return await asyncio.shield(task)
+        return await asyncio.shield(self._inflight.join(key, lambda: self._load(key)))
 
     async def invalidate(self, key: SegmentKey) -> bool:
         """Drop ``key`` from memory and disk (when retention has deleted the segment); ``True``
@@ -230,19 +226,15 @@ class RemoteIndexCache:
         return dropped
 
     async def _load(self, key: SegmentKey) -> SegmentIndexes:
-        try:
-            entry = None
-            if self._disk is not None:
-                entry = await self._run(self._disk.read, key)
-                if entry is not None:
-                    self._disk_hits += 1
-            if entry is None:
-                entry = await self._fetch(key)
-            self._store(key, entry)
-            return entry
-        finally:
-            if self._inflight.get(key) is asyncio.current_task():
-                del self._inflight[key]
+        entry = None
+        if self._disk is not None:
+            entry = await self._run(self._disk.read, key)
+            if entry is not None:
+                self._disk_hits += 1
+        if entry is None:
+            entry = await self._fetch(key)
+        self._store(key, entry)
+        return entry
 
     async def _fetch(self, key: SegmentKey) -> SegmentIndexes:
         self._loads += 1
@@ -304,9 +296,3 @@ class RemoteIndexCache:
     async def epoch_for_offset(self, key: SegmentKey, offset: int) -> int | None:
         """The leader epoch of ``offset`` by the segment's checkpoint."""
         return (await self.get(key)).epoch_for_offset(offset)
-
-
-def _retrieve(task: asyncio.Task[SegmentIndexes]) -> None:
-    """Mark a load's exception as retrieved: every waiter may have been cancelled."""
-    if not task.cancelled():
-        task.exception()

@@ -24,6 +24,7 @@ from cachetools import LRUCache
 
 from gateway.cache.chunks import ChunkCache
 from gateway.deadline import Deadline, wait_within
+from gateway.flights import Flights
 from gateway.kafka.uuids import encode_uuid
 from gateway.metadata.model import RemoteLogSegmentMetadata
 from gateway.remote.keyring import KeyRing
@@ -35,17 +36,6 @@ from indexcache import RemoteIndexCache, SegmentIndexBytes, SegmentIndexes, Segm
 log = logging.getLogger(__name__)
 
 INDEX_LOAD_TIMEOUT = 30.0
-
-
-def _forget(
-    pending: dict[uuid.UUID, asyncio.Task[RemoteSegment]], sid: uuid.UUID
-) -> Callable[[asyncio.Task[RemoteSegment]], None]:
-    def done(task: asyncio.Task[RemoteSegment]) -> None:
-        pending.pop(sid, None)
-        if not task.cancelled():
-            task.exception()  # retrieved: every waiter may have given up
-
-    return done
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,7 +66,7 @@ class SegmentSource:
         self._executor = executor
         self.chunks = chunk_cache
         self._opened: LRUCache[uuid.UUID, _Opened] = LRUCache(maxsize=manifest_cache_entries)
-        self._opening: dict[uuid.UUID, asyncio.Task[RemoteSegment]] = {}
+        self._opening: Flights[uuid.UUID, RemoteSegment] = Flights()
         self._ttl = manifest_ttl_s
         self._metas: LRUCache[SegmentKey, RemoteLogSegmentMetadata] = LRUCache(maxsize=100_000)
         self.indexes_cache = RemoteIndexCache(
@@ -109,12 +99,8 @@ class SegmentSource:
             self.manifest_hits += 1
             return cached.segment
         self.manifest_misses += 1
-        task = self._opening.get(sid)
-        if task is None:
-            shared = Deadline.after(max(deadline.remaining(), INDEX_LOAD_TIMEOUT))
-            task = asyncio.ensure_future(self._open(meta, shared))
-            self._opening[sid] = task
-            task.add_done_callback(_forget(self._opening, sid))
+        shared = Deadline.after(max(deadline.remaining(), INDEX_LOAD_TIMEOUT))
+        task = self._opening.join(sid, lambda: self._open(meta, shared))
         return await wait_within(task, deadline, f"manifest of {self.object_key(meta).key}")
 
     async def _open(self, meta: RemoteLogSegmentMetadata, deadline: Deadline) -> RemoteSegment:
