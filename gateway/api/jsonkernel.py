@@ -7,12 +7,11 @@ buffer: no Python object per record or field. The text is byte for byte what
 record's object); a hypothesis test holds the two to it.
 
 It covers what nearly every request asks: keys, values and header values in ``base64`` (the
-default) or ``hex``, header keys of printable or escaped ASCII. Anything else returns None and
-the caller renders with the reference writer, which also gives every precise error: a format
-the loop does not write (``string``, ``json``), a header key with a byte of 0x80 or more (UTF-8,
-or bytes Java replaces), a batch the record loop objects to, records whose offsets do not
-strictly increase or leave their batch's range (a consumer skips those; the reference does
-exactly what it does).
+default) or ``hex``, header keys of ASCII (escaped as orjson does). Anything else returns None
+and the caller renders with the Python writer, which also gives every precise error: a format
+the loop does not write (``string``, ``json``), a header key with a byte of 0x80 or more. What
+the record loop objects to, and records a consumer would skip, never get here:
+:meth:`ColumnRecords.decode` leaves those to the record decoders.
 
 Pure CPU work that holds no GIL in its loops: call it from a worker thread.
 """
