@@ -278,14 +278,13 @@ def write(
     records: ColumnRecords,
     formats: Array,
     sep: bytes,
-    started: bool,
     *,
     prefix: bytes = b"",
     suffix: bytes = b"",
 ) -> memoryview | None:
-    """``prefix``, the text of ``records`` (``sep`` between them, and before the first when
-    ``started``), ``suffix``: in one buffer, the response body as it is (no join, no copy). None
-    when the reference writer must write it (see the module docstring)."""
+    """``prefix``, the text of ``records`` (``sep`` between them), ``suffix``: in one buffer,
+    the response body as it is (no join, no copy). None when the Python writer must write it
+    (see the module docstring)."""
     d = records.columns
     size = (
         len(prefix)
@@ -303,7 +302,7 @@ def write(
         d.value_offsets, d.value_valid, d.value_data,
         d.header_offsets, d.hkey_offsets, d.hkey_data,
         d.hvalue_offsets, d.hvalue_valid, d.hvalue_data,
-        records.log_append, records.epochs, formats, sep[0], started,
+        records.log_append, records.epochs, formats, sep[0], False,
         out[len(prefix) : size - len(suffix)],
     )  # fmt: skip
     if status != OK:
@@ -325,4 +324,4 @@ def warm_up() -> None:
         raise AssertionError("the compiled record loop refused a plain batch")
     codes = formats_of(BASE64)
     assert codes is not None
-    write(records, codes, b"\n", False)
+    write(records, codes, b"\n")

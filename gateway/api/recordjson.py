@@ -116,18 +116,6 @@ class Writer:
         """Append the text of ``records`` to ``out`` in pieces (``sep`` between records; their
         join is the text); at a record not valid in its format, stop there (``out`` holds the
         records before it, whole) and return the error naming its offset."""
-        if isinstance(records, ColumnRecords):
-            from gateway.api import jsonkernel  # noqa: PLC0415 - numba, loaded with the records
-
-            codes = jsonkernel.formats_of(self.encoders)
-            text = (
-                None if codes is None else jsonkernel.write(records, codes, self.sep, self.started)
-            )
-            if text is not None:
-                if text:
-                    out.append(text)
-                    self.started = True
-                return None
         for group in groups(records):
             if not self._columns(group, out):
                 error = self._rows(group, out)

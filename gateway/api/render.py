@@ -144,7 +144,7 @@ def _compiled(
     codes = jsonkernel.formats_of(encoders)
     if codes is None:
         return None
-    return jsonkernel.write(records, codes, sep, False, prefix=prefix, suffix=suffix)
+    return jsonkernel.write(records, codes, sep, prefix=prefix, suffix=suffix)
 
 
 def _lines(out: list[Buffer]) -> bytes:
@@ -153,10 +153,15 @@ def _lines(out: list[Buffer]) -> bytes:
     return b"".join(out)
 
 
-def ndjson_lines(records: Sequence[FetchedRecord], encoders: Encoders = BASE64) -> bytes:
-    out: list[Buffer] = []
-    write(records, encoders, b"\n", out)
-    return _lines(out)
+def ndjson_lines(
+    records: Sequence[FetchedRecord], encoders: Encoders = BASE64
+) -> bytes | memoryview:
+    """The lines of ``records``; raises :class:`InvalidFormatError` naming the first record
+    not valid in its format."""
+    lines, error = ndjson_prefix(records, encoders)
+    if error is not None:
+        raise error
+    return lines
 
 
 def ndjson_prefix(
