@@ -22,8 +22,6 @@ import argparse
 import asyncio
 import os
 import random
-import shutil
-import subprocess
 import sys
 import tempfile
 import time
@@ -38,7 +36,8 @@ from botocore.auth import S3SigV4Auth, S3SigV4QueryAuth
 from botocore.awsrequest import AWSRequest
 
 from gateway.storage.s3_http import HttpOptions, S3HttpReader, StaticCredentials
-from tests.fixtures.ports import PortTakenError, listening_port, start_on_free_port
+from tests.bench.http_procs import Nginx, nginx_binary
+from tests.bench.http_procs import start_nginx as start_nginx_on
 
 BUCKET = "bench-bucket"
 KEY = "topic-AAAAAAAAAAAAAAAAAAAAAA/0/00000000000000000000-BBBBBBBBBBBBBBBBBBBBBB.log"
@@ -51,74 +50,16 @@ CONCURRENCY = [1, 8]
 
 Get = Callable[[int, int], Awaitable[bytes]]
 
-NGINX_CONF = """
-daemon off;
-worker_processes 1;
-pid {prefix}/nginx.pid;
-error_log {prefix}/error.log warn;
-events {{ worker_connections 1024; }}
-http {{
-    access_log off;
-    sendfile on;
-    tcp_nopush off;  # with sendfile, TCP_CORK stalls unaligned ranges ~40 ms (delayed ACK)
-    keepalive_requests 1000000;
-    keepalive_timeout 120s;
-    default_type application/octet-stream;
-    client_body_temp_path {prefix}/tmp/body;
-    proxy_temp_path {prefix}/tmp/proxy;
-    fastcgi_temp_path {prefix}/tmp/fastcgi;
-    uwsgi_temp_path {prefix}/tmp/uwsgi;
-    scgi_temp_path {prefix}/tmp/scgi;
-    server {{
-        listen 127.0.0.1:{port};
-        root {root};
-        location / {{ }}
-    }}
-}}
-"""
 
-
-def find_nginx() -> str | None:
-    path = os.environ.get("PATH", "") + os.pathsep + "/usr/sbin:/sbin"
-    return shutil.which("nginx", path=path)
-
-
-def start_nginx(nginx: str, work: Path, data: bytes) -> tuple[subprocess.Popen[bytes], str]:
-    """nginx on 127.0.0.1 serving ``work/root`` (``/<bucket>/<key>``); its endpoint URL."""
-    root, prefix = work / "root", work / "prefix"
+def start_nginx(nginx: str, work: Path, data: bytes) -> Nginx:
+    """nginx on 127.0.0.1 serving ``work/root`` (``/<bucket>/<key>``, path style)."""
+    root = work / "root"
     obj = root / BUCKET / KEY
     obj.parent.mkdir(parents=True)
     obj.write_bytes(data)
-    (prefix / "tmp").mkdir(parents=True)
     for d in [work, *root.rglob("*"), root]:
         d.chmod(0o755 if d.is_dir() else 0o644)  # nginx workers may run as another user
-    # nginx cannot listen on port 0 and tell which it got: a free port, another if taken.
-    return start_on_free_port(lambda port: _nginx_on(nginx, prefix, root, port))
-
-
-def _nginx_on(
-    nginx: str, prefix: Path, root: Path, port: int
-) -> tuple[subprocess.Popen[bytes], str]:
-    conf = prefix / "nginx.conf"
-    conf.write_text(NGINX_CONF.format(prefix=prefix, port=port, root=root))
-    proc = subprocess.Popen(
-        [nginx, "-p", str(prefix), "-e", str(prefix / "error.log"), "-c", str(conf)],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-    )
-    try:  # nginx itself listens on the port, not a process that took it meanwhile
-        listening = listening_port(proc, timeout_s=10)
-    except RuntimeError:
-        proc.kill()
-        _, err = proc.communicate()
-        log = prefix / "error.log"
-        why = (log.read_text() if log.exists() else "") + err.decode(errors="replace")
-        log.unlink(missing_ok=True)
-        if "Address already in use" in why:
-            raise PortTakenError(why) from None
-        raise RuntimeError(f"nginx did not start: {why}") from None
-    assert listening == port, (listening, port)
-    return proc, f"http://127.0.0.1:{port}"
+    return start_nginx_on(nginx, root, work / "prefix", workers=1)
 
 
 async def run_gets(get: Get, offsets: list[int], size: int, concurrency: int) -> float:
@@ -235,7 +176,7 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--scale", type=float, default=1.0, help="multiplies the GET counts")
     args = parser.parse_args()
-    nginx = find_nginx()
+    nginx = nginx_binary()
     if nginx is None:
         print(
             "bench_s3: nginx is not installed, so there is nothing to serve the bucket; "
@@ -248,12 +189,11 @@ def main() -> None:
     print(f"botocore signing, per GET: headers {sign_us:.0f} us, presigned URL {presign_us:.0f} us")
     data = random.Random(5).randbytes(OBJECT_SIZE)
     with tempfile.TemporaryDirectory() as tmp:
-        proc, endpoint = start_nginx(nginx, Path(tmp), data)
+        server = start_nginx(nginx, Path(tmp), data)
         try:
-            asyncio.run(run(args.repeat, args.scale, endpoint, data))
+            asyncio.run(run(args.repeat, args.scale, server.url, data))
         finally:
-            proc.terminate()
-            proc.wait(timeout=10)
+            server.stop()
 
 
 if __name__ == "__main__":

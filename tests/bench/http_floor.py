@@ -16,23 +16,14 @@ from pathlib import Path
 from typing import Any
 
 from tests.bench.http_load import Conn, Step
-from tests.fixtures.ports import LOCALHOST, listening_port
-from tests.integration.serve import stop
+from tests.fixtures.ports import LOCALHOST
+from tests.integration.serve import start_listening
 
 
 def start_floor(body_bytes: int, log_path: Path) -> tuple[subprocess.Popen[bytes], str]:
     """The floor server as its own process, and its URL once it listens."""
-    with log_path.open("wb") as log:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "tests.bench.http_floor", "--bytes", str(body_bytes)],
-            stdout=log, stderr=subprocess.STDOUT,
-        )  # fmt: skip
-    try:
-        port = listening_port(proc, timeout_s=60)
-    except RuntimeError as e:
-        stop(proc)
-        raise RuntimeError(f"the floor server did not listen ({e})") from None
-    return proc, f"http://{LOCALHOST}:{port}"
+    command = [sys.executable, "-m", "tests.bench.http_floor", "--bytes", str(body_bytes)]
+    return start_listening(command, log_path, "the floor server")
 
 
 def floor_walker(url: str, body_bytes: int) -> Callable[[int, int], tuple[Step, Conn]]:

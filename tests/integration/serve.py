@@ -25,17 +25,23 @@ def start_serve(args: Sequence[str], log_path: Path) -> tuple[subprocess.Popen[b
     env = {k: v for k, v in os.environ.items() if not k.startswith("TIERED_GATEWAY_")}
     env.setdefault("AWS_ACCESS_KEY_ID", "testing")
     env.setdefault("AWS_SECRET_ACCESS_KEY", "testing")
+    command = [sys.executable, "-m", "gateway.cli", "serve", *args, "--port", "0",
+               "--log-level", "warning"]  # fmt: skip
+    return start_listening(command, log_path, "serve", env)
+
+
+def start_listening(
+    command: Sequence[str], log_path: Path, what: str, env: dict[str, str] | None = None
+) -> tuple[subprocess.Popen[bytes], str]:
+    """Start ``command`` (a server told to bind port 0 of 127.0.0.1), its output to
+    ``log_path``; the process and its base URL once it listens."""
     with log_path.open("wb") as log:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "gateway.cli", "serve", *args, "--port", "0",
-             "--log-level", "warning"],
-            stdout=log, stderr=subprocess.STDOUT, env=env,
-        )  # fmt: skip
+        proc = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=env)
     try:
         port = listening_port(proc, timeout_s=60)
     except RuntimeError as e:
         stop(proc)
-        raise RuntimeError(f"serve did not listen ({e}):\n{log_path.read_text()}") from None
+        raise RuntimeError(f"{what} did not listen ({e}):\n{log_path.read_text()}") from None
     return proc, f"http://{LOCALHOST}:{port}"
 
 
