@@ -23,7 +23,7 @@ from gateway.config import Settings
 from tests.bench import http_report
 from tests.bench.http_bucket import KEY_PREFIX, TOPIC, BenchBucket, bench_bucket
 from tests.bench.http_cold import run_cold
-from tests.bench.http_floor import floor_walker, start_floor
+from tests.bench.http_floor import floor_walker, start_floor, whole_batches
 from tests.bench.http_load import (
     Conn,
     Measured,
@@ -93,13 +93,24 @@ def run_gateway(args: argparse.Namespace, bucket: BenchBucket, work: Path, out: 
         stop(proc)
 
 
-def run_floor(args: argparse.Namespace, work: Path, out: Results) -> None:
-    """The bare server stack answering ``max_bytes`` from memory: the raw figure's ceiling."""
+def run_floor(args: argparse.Namespace, bucket: BenchBucket, work: Path, out: Results) -> None:
+    """The bare server stack answering ``max_bytes`` from memory: the raw figure's ceiling;
+    then the same with every batch's CRC checked per answer, from the bare app and from a
+    FastAPI route: the ceilings of a checked answer."""
     proc, url = start_floor(args.max_bytes, work / "floor.log")
     try:
         out.floor = _best(args, floor_walker(url, args.max_bytes), proc.pid, "floor", out)
     finally:
         stop(proc)
+    log = bucket.logs[0]
+    size = len(whole_batches(log, args.max_bytes))
+    for fastapi in (False, True):
+        name = "framework" if fastapi else "checked"
+        proc, url = start_floor(args.max_bytes, work / f"{name}.log", log, fastapi=fastapi)
+        try:
+            out.ceilings[name] = _best(args, floor_walker(url, size), proc.pid, name, out)
+        finally:
+            stop(proc)
 
 
 def run_nginx(args: argparse.Namespace, bucket: BenchBucket, work: Path, out: Results) -> None:
@@ -150,7 +161,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="bench-http-") as tmp:
         work = Path(tmp)
         run_gateway(args, bucket, work, out)
-        run_floor(args, work, out)
+        run_floor(args, bucket, work, out)
         if args.no_nginx:
             out.notes.append("nginx skipped (--no-nginx)")
         else:

@@ -7,13 +7,16 @@ bytes at the per-GET bandwidth, with the server's configured GET concurrency."""
 
 from __future__ import annotations
 
+import bisect
 import math
+import os
 import random
 import statistics
 import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Final
 
@@ -22,7 +25,7 @@ import httpx
 from gateway.config import Settings
 from tests.bench.http_bucket import KEY_PREFIX, TOPIC, BenchBucket
 from tests.bench.http_load import RECORDS, Conn
-from tests.bench.http_procs import tree_cpu_s
+from tests.bench.http_procs import nginx_binary, start_nginx, tree_cpu_s
 from tests.bench.http_report import Cold
 from tests.fixtures.ports import LOCALHOST, listening_port
 from tests.integration.serve import start_serve, stop, wait_ready
@@ -39,10 +42,9 @@ def _concurrency() -> int:
     return value
 
 
-def _targets(bucket: BenchBucket, reads: int, ask: int, seed: int) -> list[int]:
-    """Offsets at the start of ``reads`` distinct ``ask``-byte slots away from the primed
-    start of each segment (its first 16 MiB, or half of a smaller one); batches are of one
-    size, so offsets are proportional to bytes."""
+def _slots(bucket: BenchBucket, reads: int, ask: int, seed: int) -> list[int]:
+    """``reads`` distinct ``ask``-byte slots of the concatenated logs away from the primed
+    start of each segment (its first 16 MiB, or half of a smaller one)."""
     primed, position = [], 0
     for log in bucket.logs:
         size = log.stat().st_size
@@ -53,30 +55,37 @@ def _targets(bucket: BenchBucket, reads: int, ask: int, seed: int) -> list[int]:
         for s in range(bucket.log_bytes // ask - 1)
         if not any(start - ask < s * ask < end for start, end in primed)
     ]
-    chosen = random.Random(seed).sample(slots, reads)
-    return [bucket.records * s * ask // bucket.log_bytes for s in chosen]
+    return random.Random(seed).sample(slots, reads)
 
 
-def _read_all(url: str, targets: list[int], ask: int) -> list[float]:
-    """Every target fetched at once (one thread and connection each); latencies in seconds."""
-    conns = [Conn(url) for _ in targets]
-    latencies = [0.0] * len(targets)
+def _targets(bucket: BenchBucket, reads: int, ask: int, seed: int) -> list[int]:
+    """The offsets at the start of :func:`_slots`: batches are of one size, so offsets are
+    proportional to bytes."""
+    return [bucket.records * s * ask // bucket.log_bytes for s in _slots(bucket, reads, ask, seed)]
+
+
+Check = Callable[[int, int, dict[str, str], bytes], None]  # (request, status, headers, body)
+
+
+def _concurrent(url: str, requests: list[tuple[str, dict[str, str]]], check: Check) -> list[float]:
+    """Every request sent at once (one thread and connection each); latencies in seconds."""
+    conns = [Conn(url) for _ in requests]
+    latencies = [0.0] * len(requests)
     errors: list[BaseException] = []
-    go = threading.Barrier(len(targets))
+    go = threading.Barrier(len(requests))
 
     def one(i: int) -> None:
-        path = RECORDS.format(topic=TOPIC, offset=targets[i], max_bytes=ask)
+        path, headers = requests[i]
         try:
             go.wait()
             t0 = time.perf_counter()
-            status, headers, body = conns[i].get(path, {"Accept": "application/octet-stream"})
+            status, answer, body = conns[i].get(path, headers)
             latencies[i] = time.perf_counter() - t0
-            if status != 200 or int(headers["x-next-offset"]) <= targets[i]:
-                raise RuntimeError(f"cold read at {targets[i]}: HTTP {status} {body[:200]!r}")
+            check(i, status, answer, body)
         except BaseException as e:
             errors.append(e)
 
-    threads = [threading.Thread(target=one, args=(i,)) for i in range(len(targets))]
+    threads = [threading.Thread(target=one, args=(i,)) for i in range(len(requests))]
     for t in threads:
         t.start()
     for t in threads:
@@ -86,6 +95,50 @@ def _read_all(url: str, targets: list[int], ask: int) -> list[float]:
     if errors:
         raise errors[0]
     return latencies
+
+
+def _read_all(url: str, targets: list[int], ask: int) -> list[float]:
+    """Raw fetches of ``ask`` bytes at every target at once; latencies in seconds."""
+    raw = {"Accept": "application/octet-stream"}
+    requests = [(RECORDS.format(topic=TOPIC, offset=t, max_bytes=ask), raw) for t in targets]
+
+    def check(i: int, status: int, headers: dict[str, str], body: bytes) -> None:
+        if status != 200 or int(headers["x-next-offset"]) <= targets[i]:
+            raise RuntimeError(f"cold read at {targets[i]}: HTTP {status} {body[:200]!r}")
+
+    return _concurrent(url, requests, check)
+
+
+def _nginx_floor(bucket: BenchBucket, work: Path, reads: int, ask: int) -> list[float] | None:
+    """The same slots as byte ranges of the ``.log`` files, read at once from nginx (page
+    cache, no latency, no checks): what this machine's client and loopback alone take; None
+    without nginx."""
+    binary = nginx_binary()
+    if binary is None:
+        return None
+    starts, position = [], 0
+    for log in bucket.logs:
+        starts.append(position)
+        position += log.stat().st_size
+    requests, sizes = [], []
+    for slot in _slots(bucket, reads, ask, seed=15):
+        at = slot * ask
+        i = bisect.bisect_right(starts, at) - 1
+        log, local = bucket.logs[i], at - starts[i]
+        size = min(ask, log.stat().st_size - local)
+        path = "/" + log.relative_to(bucket.root).as_posix()
+        requests.append((path, {"Range": f"bytes={local}-{local + size - 1}"}))
+        sizes.append(size)
+
+    def check(i: int, status: int, headers: dict[str, str], body: bytes) -> None:
+        if status != 206 or len(body) != sizes[i]:
+            raise RuntimeError(f"nginx range {requests[i]}: HTTP {status}, {len(body)} bytes")
+
+    nginx = start_nginx(binary, bucket.root, work / "nginx-cold", os.cpu_count() or 1)
+    try:
+        return _concurrent(nginx.url, requests, check)
+    finally:
+        nginx.stop()
 
 
 def _prime(url: str, bucket: BenchBucket) -> None:
@@ -142,6 +195,7 @@ def run_cold(bucket: BenchBucket, work: Path, reads: int, ask: int) -> Cold:
         s3.wait(timeout=10)
         s3_log.close()
     floor = statistics.quantiles(_floor(bucket, work, reads, ask), n=100)
+    nginx = _nginx_floor(bucket, work, reads, ask)
     concurrency = _concurrency()
     one_read = FIRST_BYTE_S + ask / (MIB_PER_S * 2**20)
     q = statistics.quantiles(latencies, n=100)
@@ -161,4 +215,5 @@ def run_cold(bucket: BenchBucket, work: Path, reads: int, ask: int) -> Cold:
             f"The same reads on the filesystem store, no latency: p50 {floor[49] * 1e3:.0f} ms, "
             f"p99 {floor[98] * 1e3:.0f} ms"
         ),
+        nginx_p99_s=None if nginx is None else statistics.quantiles(nginx, n=100)[98],
     )

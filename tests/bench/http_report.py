@@ -21,6 +21,9 @@ JSON_GOAL: Final = 500_000  # records per server CPU-second
 NDJSON_GOAL: Final = 500_000
 RAW_RATIO_GOAL: Final = 0.5  # gateway MB per CPU-s / nginx MB per CPU-s
 COLD_GOAL: Final = 2.0  # p99 / theory
+BYTE_KINDS: Final = frozenset(
+    {"raw", "nginx", "floor", "checked", "framework"}
+)  # figures in MB, not records
 
 
 @dataclass(frozen=True, slots=True)
@@ -30,6 +33,7 @@ class Cold:
     p99_s: float
     theory_s: float
     detail: str
+    nginx_p99_s: float | None = None  # the same reads from nginx, no latency: the client's floor
 
     @property
     def ratio(self) -> float:
@@ -42,6 +46,7 @@ class Results:
     gateway: dict[str, Measured] = field(default_factory=dict)
     nginx: Measured | None = None
     floor: Measured | None = None  # a bare uvicorn app answering from memory
+    ceilings: dict[str, Measured] = field(default_factory=dict)  # checked, framework
     peer: tuple[int, float, float] | None = None  # records, CPU s, wall s
     cold: Cold | None = None
     spread: dict[str, tuple[float, float]] = field(default_factory=dict)  # per server CPU-s
@@ -58,7 +63,7 @@ def _both(m: Measured, scale: float) -> str:
 
 def describe(kind: str, m: Measured) -> str:
     wall = m.units / m.wall_s
-    if kind in ("raw", "nginx", "floor"):
+    if kind in BYTE_KINDS:
         return f"MB per server (client) CPU-s {_both(m, 1e6)}, {wall / 1e6:,.0f} MB/s wall"
     return f"records per server (client) CPU-s {_both(m, 1)}, {wall:,.0f}/s wall"
 
@@ -95,18 +100,24 @@ def rows(r: Results) -> list[tuple[str, str, str, str, str, str]]:
         f">= {RAW_RATIO_GOAL}",
         _verdict(ratio, RAW_RATIO_GOAL),
     ))  # fmt: skip
-    floor = r.floor
-    ceiling = (
-        None if floor is None or nginx is None else floor.per_server_cpu_s / nginx.per_server_cpu_s
+    ceilings = (
+        (r.floor, "raw's ceiling: a bare uvicorn app answering from memory"),
+        (r.ceilings.get("checked"), "the same, checking each batch's CRC per answer"),
+        (r.ceilings.get("framework"), "the same checked answer from a FastAPI route"),
     )
-    out.append((
-        "raw's ceiling: a bare uvicorn app answering from memory, MB per server CPU-s, / nginx",
-        "-" if floor is None else _both(floor, 1e6),
-        "-" if nginx is None else f"{_both(nginx, 1e6)} nginx",
-        "-" if ceiling is None else f"{ceiling:.3f}",
-        "(context)",
-        "-",
-    ))  # fmt: skip
+    for floor, what in ceilings:
+        ceiling = (
+            None if floor is None or nginx is None
+            else floor.per_server_cpu_s / nginx.per_server_cpu_s
+        )  # fmt: skip
+        out.append((
+            f"{what}, MB per server CPU-s, / nginx",
+            "-" if floor is None else _both(floor, 1e6),
+            "-" if nginx is None else f"{_both(nginx, 1e6)} nginx",
+            "-" if ceiling is None else f"{ceiling:.3f}",
+            "(context)",
+            "-",
+        ))  # fmt: skip
     c = r.cold
     out.append((
         "cold reads: p99 / theory" + ("" if c is None else f" ({c.reads} concurrent)"),
@@ -116,6 +127,15 @@ def rows(r: Results) -> list[tuple[str, str, str, str, str, str]]:
         f"<= {COLD_GOAL}x",
         _verdict(None if c is None else c.ratio, COLD_GOAL, at_most=True),
     ))  # fmt: skip
+    if c is not None and c.nginx_p99_s is not None:
+        out.append((
+            "cold's floor: the same reads from nginx (page cache, no store latency), p99 / theory",
+            "-",
+            f"p99 {c.nginx_p99_s * 1e3:.0f} ms nginx",
+            f"{c.nginx_p99_s / c.theory_s:.1f}x",
+            "(context)",
+            "-",
+        ))  # fmt: skip
     return out
 
 
@@ -133,7 +153,7 @@ def details(r: Results) -> list[str]:
         spans = ", ".join(
             f"{name} {low / scale:,.0f} to {high / scale:,.0f}"
             for name, (low, high) in r.spread.items()
-            for scale in ((1e6 if name in ("raw", "nginx", "floor") else 1e3),)
+            for scale in ((1e6 if name in BYTE_KINDS else 1e3),)
         )
         out.append(
             f"Spread over the {r.args['repeats']} runs of each figure (the table has the best; "
