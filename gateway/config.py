@@ -7,8 +7,9 @@ default. A bad value stops the start with a :class:`~gateway.errors.Configuratio
 message names the setting in all three spellings. ``docs/configuration.md`` documents each one.
 
 Byte sizes take an integer or a number with a unit (``B``, ``KiB``, ``MiB``, ``GiB``, ``TiB``;
-``KB``, ``MB``, ``GB`` are decimal). ``key_pairs`` in the environment is a JSON list or
-comma-separated ``ID=PATH`` entries.
+``KB``, ``MB``, ``GB`` are decimal). A list setting (:data:`LIST_FIELDS`: ``key_pairs``,
+``allowed_hosts``, ...) is a repeatable flag, and in the environment a JSON list or
+comma-separated entries.
 """
 
 from __future__ import annotations
@@ -55,7 +56,15 @@ _UNITS: Final = {
     "tb": 1000**4,
 }
 _SIZE: Final = re.compile(r"\s*(\d+(?:\.\d+)?)\s*([a-zA-Z]*)\s*")
-_FLAG_NAMES: Final = {"key_pairs": "--key-pair"}  # repeatable: one pair per flag
+_FLAG_NAMES: Final = {  # repeatable: one value per flag
+    "key_pairs": "--key-pair",
+    "allowed_hosts": "--allowed-host",
+    "cors_origins": "--cors-origin",
+    "super_users": "--super-user",
+    "jwt_algorithms": "--jwt-algorithm",
+}
+LIST_FIELDS: Final = tuple(_FLAG_NAMES)
+"""The list settings: a repeatable flag each; in the environment a JSON list or comma-separated."""
 _MAX_SHOWN_INPUT: Final = 80
 LogLevel = Literal["debug", "info", "warning", "error", "critical"]
 
@@ -94,6 +103,8 @@ DIVIDED: Final = (
     "inflight_bytes",
     "max_concurrent_gets",
     "get_rate_per_prefix",
+    "max_connections",
+    "rate_limit_per_s",
 )
 """The budgets of the whole server that ``--workers N`` divides among its worker processes
 (the disk tiers divide their directory bounds themselves, see :mod:`indexcache.share`)."""
@@ -255,6 +266,90 @@ class Settings(BaseSettings):
         "then get 503 overloaded",
     )
 
+    # --- who may read what (docs/security.md) -----------------------------------------------
+    allowed_hosts: Annotated[list[str], NoDecode] = Field(
+        default_factory=list,
+        description="Host header names answered (DNS rebinding guard; '*.example.com' for "
+        "subdomains, '*' for any); default on a loopback address: localhost, 127.0.0.1, ::1; "
+        "required on any other address",
+    )
+    cors_origins: Annotated[list[str], NoDecode] = Field(
+        default_factory=list,
+        description="origins allowed cross-origin GETs (default: none, CORS off)",
+    )
+    header_timeout_s: float = Field(
+        default=10.0, gt=0, description="seconds a client has to send a request's head"
+    )
+    max_header_bytes: ByteSize = Field(
+        default=16 * KiB, ge=1024, description="largest request line plus headers (431 beyond)"
+    )
+    max_connections: int = Field(
+        default=1024,
+        ge=1,
+        description="open connections, all workers together (503 beyond)",
+    )
+    allow_anonymous: bool = Field(
+        default=False,
+        description="serve anonymous requests on a non-loopback address with no authentication "
+        "configured (otherwise serve refuses to start there)",
+    )
+    acl_file: Path | None = Field(
+        default=None,
+        description="Kafka ACLs (the lines kafka-acls --list prints), reloaded on change; "
+        "required once any authentication is configured",
+    )
+    super_users: Annotated[list[str], NoDecode] = Field(
+        default_factory=list, description="principals allowed everything (e.g. User:admin)"
+    )
+    jwt_issuer: str | None = Field(
+        default=None, description="OIDC issuer (iss) of bearer tokens; turns JWT auth on"
+    )
+    jwt_audience: str | None = Field(default=None, description="the audience (aud) tokens carry")
+    jwt_jwks_url: str | None = Field(default=None, description="the issuer's JWKS URL")
+    jwt_jwks_file: Path | None = Field(default=None, description="or a JWKS file")
+    jwt_algorithms: Annotated[list[str], NoDecode] = Field(
+        default_factory=lambda: ["RS256", "ES256", "PS256", "EdDSA"],
+        description="signature algorithms accepted (asymmetric only)",
+    )
+    jwt_principal_claim: str = Field(
+        default="sub", min_length=1, description="the claim naming the principal (User:<claim>)"
+    )
+    jwt_leeway_s: float = Field(
+        default=30.0, ge=0, le=300, description="clock skew allowed on exp, nbf and iat"
+    )
+    api_keys_file: Path | None = Field(
+        default=None, description="static API keys: lines '<principal> sha256:<hex>'"
+    )
+    tls_certfile: Path | None = Field(default=None, description="serve HTTPS with this certificate")
+    tls_keyfile: Path | None = Field(default=None, description="and this private key")
+    tls_client_ca: Path | None = Field(
+        default=None, description="CA bundle of client certificates: turns mTLS auth on"
+    )
+    tls_client_cert_required: bool = Field(
+        default=True, description="with tls_client_ca: refuse a TLS handshake without a certificate"
+    )
+    tls_principal_mapping_rules: str = Field(
+        default="DEFAULT",
+        description="certificate subject to principal, as Kafka's ssl.principal.mapping.rules",
+    )
+    rate_limit_per_s: float = Field(
+        default=0.0,
+        ge=0,
+        description="requests per second per principal, all workers together (0: no limit; 429 "
+        "with Retry-After beyond)",
+    )
+    rate_limit_burst: int = Field(
+        default=0, ge=0, description="requests a principal may send at once (0: one second's worth)"
+    )
+    audit_log: str | None = Field(
+        default=None,
+        description="one JSON line per data request to this file, or - for stdout (default: off)",
+    )
+    allow_readable_keys: bool = Field(
+        default=False,
+        description="load private key files that group or others may read (refused by default)",
+    )
+
     @classmethod
     def settings_customise_sources(
         cls,
@@ -274,9 +369,9 @@ class Settings(BaseSettings):
             raise ValueError("expected file:///abs/dir or s3://bucket")
         return value
 
-    @field_validator("key_pairs", mode="before")
+    @field_validator(*LIST_FIELDS, mode="before")
     @classmethod
-    def _split_key_pairs(cls, value: object) -> object:
+    def _split_list(cls, value: object) -> object:
         if isinstance(value, str):  # from the environment
             text = value.strip()
             if text.startswith("["):
@@ -317,7 +412,35 @@ class Settings(BaseSettings):
                 f"default_max_bytes ({self.default_max_bytes}) exceeds "
                 f"max_response_bytes ({self.max_response_bytes})"
             )
+        self._consistent_security()
         return self
+
+    def _consistent_security(self) -> None:
+        jwt = (self.jwt_issuer, self.jwt_audience, self.jwt_jwks_url, self.jwt_jwks_file)
+        if any(v is not None for v in jwt):
+            if self.jwt_issuer is None or self.jwt_audience is None:
+                raise ValueError("JWT authentication needs both jwt_issuer and jwt_audience")
+            if (self.jwt_jwks_url is None) == (self.jwt_jwks_file is None):
+                raise ValueError("JWT authentication needs one of jwt_jwks_url or jwt_jwks_file")
+        if (self.tls_certfile is None) != (self.tls_keyfile is None):
+            raise ValueError("TLS needs both tls_certfile and tls_keyfile")
+        if self.tls_client_ca is not None and self.tls_certfile is None:
+            raise ValueError("tls_client_ca (mTLS) needs TLS: tls_certfile and tls_keyfile")
+        if self.authentication and self.acl_file is None:
+            raise ValueError(
+                "authentication is configured but no acl_file: without ACLs no authenticated "
+                "principal may read anything (give the file kafka-acls --list prints)"
+            )
+
+    @property
+    def authentication(self) -> tuple[str, ...]:
+        """The authentication methods configured: ``jwt``, ``mtls``, ``api_key``."""
+        methods = (
+            ("jwt", self.jwt_issuer is not None),
+            ("mtls", self.tls_client_ca is not None),
+            ("api_key", self.api_keys_file is not None),
+        )
+        return tuple(name for name, on in methods if on)
 
     def per_worker(self) -> Settings:
         """The settings of one of ``workers`` processes: the server-wide budgets of

@@ -260,6 +260,53 @@ class OffsetOutOfRangeError(GatewayError):
         self.log_end_offset = log_end_offset
 
 
+# --- who may read what (issue 16) ------------------------------------------------------------
+
+
+class AuthenticationError(GatewayError):
+    """The request's credentials are missing, malformed, expired or do not verify. The message
+    says which check failed, never the credential itself."""
+
+    status = 401
+    code = "authentication_failed"
+    challenge: str = 'Bearer realm="tiered-gateway"'  # the WWW-Authenticate header of a 401
+
+
+class AuthorizationError(GatewayError):
+    """The principal may not do this (a resource other than a topic, e.g. ``/metrics``)."""
+
+    status = 403
+    code = "authorization_failed"
+
+
+class TopicAuthorizationError(AuthorizationError):
+    """The principal may not read or describe this topic: the same answer whether or not the
+    topic exists (Kafka's TOPIC_AUTHORIZATION_FAILED), so nothing about it leaks."""
+
+    code = "topic_authorization_failed"
+
+
+class AuthUnavailableError(GatewayError):
+    """What verifies credentials cannot be reached (a JWKS endpoint down): the request is
+    refused, never let through (fail closed); retriable."""
+
+    status = 503
+    code = "auth_unavailable"
+    retriable = True
+
+
+class RateLimitedError(GatewayError):
+    """The principal is over its request rate; ``retry_after_s`` says when to come back."""
+
+    status = 429
+    code = "rate_limited"
+    retriable = True
+
+    def __init__(self, message: str, retry_after_s: float) -> None:
+        super().__init__(message)
+        self.retry_after_s = retry_after_s
+
+
 # --- configuration ---------------------------------------------------------------------------
 
 

@@ -18,15 +18,20 @@ from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from typing import Any, Final
 
 from fastapi import FastAPI
+from fastapi.middleware.cors import CORSMiddleware
 from fastapi_offline import FastAPIOffline
 
 from gateway import __version__
 from gateway.api import health, records, topics
 from gateway.api.errors import install_error_handlers
+from gateway.api.hosts import HostAllowList, HostMiddleware, allowed_hosts
+from gateway.api.logs import REQUEST_ID_HEADER
 from gateway.api.models import ErrorBody
 from gateway.api.observe import HttpMetrics, ObserveMiddleware
 from gateway.config import Settings
 from gateway.errors import ConfigurationError
+from gateway.security.access import access_for
+from gateway.security.audit import AuditLog
 from gateway.service.admission import ByteBudget
 from gateway.service.memory import heap_returned
 from gateway.service.protocol import Service
@@ -53,6 +58,10 @@ SERVER_ERROR: Final = {
 }
 
 
+EXPOSED_HEADERS: Final = [*records.RAW_HEADERS, "X-Request-ID", "Retry-After"]
+"""What a cross-origin page may read of a response (with cors_origins)."""
+
+
 def _default_factory() -> ServiceFactory:
     from gateway.service.open import open_service  # noqa: PLC0415 - the core is heavy
 
@@ -76,10 +85,13 @@ def _warm_up() -> None:
 def create_app(settings: Settings, service_factory: ServiceFactory | None = None) -> FastAPI:
     """The ASGI app for ``settings``; ``service_factory`` opens the :class:`Service`."""
     metrics = HttpMetrics()
+    audit = None if settings.audit_log is None else AuditLog.open(settings.audit_log)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[dict[str, Any]]:
         factory = service_factory if service_factory is not None else _default_factory()
+        access = access_for(settings)  # bad ACL, key or JWKS files stop the start here
+        await access.start()
         async with factory(settings) as service:
             log.info("serving %s (key prefix %r)", settings.store, settings.key_prefix)
             if settings.compiled_records:  # off the loop, while the first scan runs
@@ -88,7 +100,14 @@ def create_app(settings: Settings, service_factory: ServiceFactory | None = None
             threshold = settings.malloc_mmap_threshold or None
             # freed response memory back to the system
             async with heap_returned(budget, mmap_threshold=threshold):
-                yield {"service": service, "settings": settings, "budget": budget}
+                yield {
+                    "service": service,
+                    "settings": settings,
+                    "budget": budget,
+                    "access": access,
+                }
+        if audit is not None:
+            audit.close()
         log.info("service closed")
 
     app = FastAPIOffline(
@@ -99,7 +118,16 @@ def create_app(settings: Settings, service_factory: ServiceFactory | None = None
         responses={500: SERVER_ERROR},
     )
     install_error_handlers(app)
-    app.add_middleware(ObserveMiddleware, metrics=metrics)
+    app.add_middleware(ObserveMiddleware, metrics=metrics, audit=audit)
+    if settings.cors_origins:
+        app.add_middleware(
+            CORSMiddleware,
+            allow_origins=settings.cors_origins,
+            allow_methods=["GET"],
+            allow_headers=["Authorization", "X-API-Key", REQUEST_ID_HEADER],
+            expose_headers=EXPOSED_HEADERS,
+        )
+    app.add_middleware(HostMiddleware, allowed=HostAllowList(allowed_hosts(settings)))
     app.include_router(health.router(metrics))
     app.include_router(topics.router())
     app.include_router(records.router())

@@ -12,6 +12,7 @@ as their last line.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
@@ -22,10 +23,12 @@ from starlette.exceptions import HTTPException
 from starlette.responses import Response
 
 from gateway.errors import (
+    AuthenticationError,
     GatewayError,
     InvalidFormatError,
     InvalidRequestError,
     OffsetOutOfRangeError,
+    RateLimitedError,
 )
 
 RETRY_AFTER_S: Final = 1
@@ -66,8 +69,12 @@ def error_response(exc: BaseException) -> Response:
     headers: dict[str, str] = {}
     if isinstance(exc, HttpRoutingError):
         headers.update(exc.headers)
-    if isinstance(exc, GatewayError) and exc.retriable:
+    if isinstance(exc, RateLimitedError):
+        headers["Retry-After"] = str(max(1, math.ceil(exc.retry_after_s)))
+    elif isinstance(exc, GatewayError) and exc.retriable:
         headers["Retry-After"] = str(RETRY_AFTER_S)
+    if isinstance(exc, AuthenticationError):
+        headers["WWW-Authenticate"] = exc.challenge
     return Response(
         orjson.dumps(error_body(exc)),
         status_code=status,

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from fastapi import APIRouter
+from fastapi import APIRouter, Request
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from pydantic import BaseModel, Field
 from starlette.responses import Response
 
+from gateway.api.auth import PrincipalDep, access_of, client_host
 from gateway.api.models import Status, error_responses
 from gateway.api.observe import HttpMetrics
 from gateway.api.params import ServiceDep
@@ -71,7 +72,7 @@ def router(metrics: HttpMetrics) -> APIRouter:
         "/readyz",
         response_model=Readiness,
         response_model_exclude_none=True,
-        responses=error_responses(503),
+        responses=error_responses(503, auth=False),
     )
     async def readyz(service: ServiceDep) -> Readiness:
         """503 `not_ready` (retriable) until the first bucket scan has finished, with the
@@ -92,10 +93,20 @@ def router(metrics: HttpMetrics) -> APIRouter:
     @r.get(
         "/metrics",
         response_class=Response,
-        responses={200: {"content": {"text/plain": {}}, "description": "Prometheus text"}},
+        responses={
+            200: {"content": {"text/plain": {}}, "description": "Prometheus text"},
+            **error_responses(403),
+        },
     )
-    async def prometheus(service: ServiceDep) -> Response:
-        """HTTP latency by route and status, then the core's counters (GETs, caches, ...)."""
+    async def prometheus(
+        request: Request, service: ServiceDep, principal: PrincipalDep
+    ) -> Response:
+        """HTTP latency by route and status, then the core's counters (GETs, caches, ...).
+        Once authentication is configured: for principals allowed `Describe` on the
+        `Cluster` resource (`kafka-cluster`)."""
+        access = access_of(request)
+        if access.authenticating:
+            access.check_cluster(principal, client_host(request), "read the metrics")
         body = generate_latest(metrics.exposition(service.collector))
         return Response(body, media_type=CONTENT_TYPE_LATEST)
 

@@ -133,7 +133,13 @@ class Offset(BaseModel):
 
 
 _ERROR_DESCRIPTIONS: dict[int | str, str] = {
-    400: "invalid_request: a parameter is invalid; `parameter` names it",
+    400: "invalid_request: a parameter is invalid; `parameter` names it (invalid_host: the "
+    "Host header is not one the gateway answers to)",
+    401: "authentication_failed: credentials missing (once authentication is configured), "
+    "malformed, expired or not verified; with WWW-Authenticate",
+    403: "topic_authorization_failed: the principal may not read (records) or describe "
+    "(the rest) this topic, whether or not it exists",
+    429: "rate_limited: the principal is over its request rate; retriable, with Retry-After",
     404: "unknown_topic_or_partition, or no such route (not_found)",
     406: "not_acceptable: none of the Accept types is served",
     416: "offset_out_of_range: outside the remote tier (past its end; at exactly the end a "
@@ -143,7 +149,8 @@ _ERROR_DESCRIPTIONS: dict[int | str, str] = {
     502: "corrupt_data and its subclasses (crc_mismatch, corrupt_record, corrupt_index, "
     "corrupt_manifest, integrity_error, remote_gap: offsets no segment holds, ...) or "
     "storage_error: never a partial or shortened answer; the message names the object",
-    503: "storage_unavailable, not_ready, overloaded (the response bytes in flight stayed at "
+    503: "auth_unavailable (the JWT keys cannot be fetched: fail closed), "
+    "storage_unavailable, not_ready, overloaded (the response bytes in flight stayed at "
     "their budget until the deadline) or transaction_pending (read_committed reached a "
     "transaction whose marker is not tiered yet): retriable, with Retry-After",
     504: "deadline_exceeded: timeout_ms passed; retriable, with Retry-After",
@@ -151,9 +158,11 @@ _ERROR_DESCRIPTIONS: dict[int | str, str] = {
 }
 
 
-def error_responses(*statuses: int) -> dict[int | str, dict[str, Any]]:
-    """OpenAPI ``responses`` for these error statuses (plus ``default``): one body shape."""
-    chosen: list[int | str] = [*statuses, "default"]
+def error_responses(*statuses: int, auth: bool = True) -> dict[int | str, dict[str, Any]]:
+    """OpenAPI ``responses`` for these error statuses, plus (``auth``: a data route, which
+    authenticates and counts the principal's rate) 401 and 429, and ``default``: one body
+    shape."""
+    chosen: list[int | str] = [*sorted({*statuses, *((401, 429) if auth else ())}), "default"]
     return {
         status: {"model": ErrorBody, "description": _ERROR_DESCRIPTIONS[status]}
         for status in chosen

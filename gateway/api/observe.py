@@ -17,7 +17,9 @@ import logging
 import time
 from collections.abc import Iterator
 from typing import Final
+from urllib.parse import parse_qs
 
+import orjson
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, Info
 from prometheus_client.core import Metric
 from prometheus_client.registry import Collector
@@ -28,6 +30,7 @@ from gateway.api.build import build_commit
 from gateway.api.errors import error_response
 from gateway.api.logs import REQUEST_ID_HEADER, new_request_id, request_id
 from gateway.errors import GatewayError
+from gateway.security.audit import AuditEvent, AuditLog
 from gateway.service.protocol import Service
 
 log = logging.getLogger(__name__)
@@ -132,9 +135,10 @@ def route_template(scope: Scope) -> str:
 
 
 class ObserveMiddleware:
-    def __init__(self, app: ASGIApp, metrics: HttpMetrics) -> None:
+    def __init__(self, app: ASGIApp, metrics: HttpMetrics, audit: AuditLog | None = None) -> None:
         self.app = app
         self.metrics = metrics
+        self.audit = audit
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -144,11 +148,12 @@ class ObserveMiddleware:
         status = 500
         response_started = False
         body_bytes = 0
+        error_body = b""
         rid = new_request_id(_header(scope, REQUEST_ID_HEADER))
         token = request_id.set(rid)
 
         async def observe_send(message: Message) -> None:
-            nonlocal status, response_started, body_bytes
+            nonlocal status, response_started, body_bytes, error_body
             if message["type"] == "http.response.start":
                 status = int(message["status"])
                 response_started = True
@@ -156,7 +161,10 @@ class ObserveMiddleware:
                 headers.append((REQUEST_ID_HEADER.encode(), rid.encode()))
                 message = {**message, "headers": headers}
             elif message["type"] == "http.response.body":
-                body_bytes += len(message.get("body", b""))
+                body = message.get("body", b"")
+                body_bytes += len(body)
+                if status >= 400 and len(error_body) < _ERROR_BODY_MAX:
+                    error_body += bytes(body[:_ERROR_BODY_MAX])
             await send(message)
 
         self.metrics.in_flight.inc()
@@ -174,8 +182,47 @@ class ObserveMiddleware:
             ).observe(time.perf_counter() - started)
             try:
                 await self._count_topic(scope, status, body_bytes)
+                if self.audit is not None and scope["path"].startswith(DATA_PREFIX):
+                    self._audit(
+                        scope, status=status, body_bytes=body_bytes, rid=rid,
+                        error_body=error_body,
+                    )  # fmt: skip
             finally:
                 request_id.reset(token)
+
+    def _audit(
+        self,
+        scope: Scope,
+        *,
+        status: int,
+        body_bytes: int,
+        rid: str,
+        error_body: bytes,
+    ) -> None:
+        """The audit line of a request to a topic's route (see :mod:`gateway.security.audit`)."""
+        assert self.audit is not None
+        params = scope.get("path_params", {})
+        client = scope.get("client")
+        query = parse_qs(scope.get("query_string", b"").decode("latin-1"))
+        state = scope.get("state", {})
+        event = AuditEvent(
+            principal=state.get("principal"),
+            source=client[0] if client else None,
+            method=scope["method"],
+            path=scope["path"],
+            status=status,
+            bytes=body_bytes,
+            request_id=rid,
+            topic=params.get("topic"),
+            partition=_int(params.get("partition")),
+            offset=_int(query.get("offset", [None])[0]),
+            next_offset=_int(state.get("next_offset")),
+            error_code=_error_code(error_body) if status >= 400 else None,
+        )
+        try:
+            self.audit.write(event)
+        except OSError:
+            log.exception("the audit log cannot be written")
 
     async def _count_topic(self, scope: Scope, status: int, body_bytes: int) -> None:
         topic = await _topic_label(scope)
@@ -184,6 +231,25 @@ class ObserveMiddleware:
         labels = (topic, getattr(scope.get("route"), "name", UNMATCHED), outcome(status))
         self.metrics.topic_requests.labels(*labels).inc()
         self.metrics.topic_bytes.labels(*labels).inc(body_bytes)
+
+
+DATA_PREFIX: Final = "/v1/"  # the data routes: what the audit log records
+_ERROR_BODY_MAX: Final = 4096  # an error body is a small JSON object: its start names the code
+
+
+def _int(value: object) -> int | None:
+    try:
+        return int(value) if isinstance(value, str | int) else None
+    except ValueError:
+        return None
+
+
+def _error_code(body: bytes) -> str | None:
+    try:
+        code = orjson.loads(body).get("error_code")
+    except (orjson.JSONDecodeError, AttributeError):
+        return None
+    return code if isinstance(code, str) else None
 
 
 def _header(scope: Scope, name: str) -> str | None:

@@ -35,13 +35,15 @@ from typing import Annotated, Final
 
 from fastapi import APIRouter, Query, Request
 from pydantic import BaseModel, ConfigDict, Field
+from starlette.datastructures import State
 from starlette.responses import Response, StreamingResponse
 
+from gateway.api.auth import ReadableTopic
 from gateway.api.buffers import BuffersResponse, HeldResponse, release_once
 from gateway.api.errors import error_body
 from gateway.api.formats import EmbeddedFormat, Encoders
 from gateway.api.models import RecordsResponse, error_responses
-from gateway.api.params import TIMEOUT_MS, PartitionNumber, ReadyContext, TopicName, deadline_after
+from gateway.api.params import TIMEOUT_MS, PartitionNumber, ReadyContext, deadline_after
 from gateway.api.render import (
     NDJSON,
     RAW,
@@ -71,7 +73,7 @@ _FORMAT: Final = (
     "value); not valid in it: 422 invalid_format. JSON and NDJSON only"
 )
 
-_RAW_HEADERS: Final = {
+RAW_HEADERS: Final = {
     "X-Topic-Id": "the topic id (Kafka Uuid.toString())",
     "X-Next-Offset": "one past the last offset considered: fetch from here",
     "X-Log-Start-Offset": "the remote log start offset",
@@ -94,7 +96,7 @@ _OK: Final = {
     },
     "headers": {
         name: {"description": text, "schema": {"type": "string"}}
-        for name, text in _RAW_HEADERS.items()
+        for name, text in RAW_HEADERS.items()
     },
 }
 
@@ -107,9 +109,10 @@ class _Fetch:
     isolation: IsolationLevel
     deadline: Deadline
     encoders: Encoders
+    state: State  # the request's: where the audit log finds the offsets served
 
     async def batches(self, offset: int, max_bytes: int) -> FetchResult:
-        return await self.service.fetch(
+        result = await self.service.fetch(
             self.topic,
             self.partition,
             offset,
@@ -117,6 +120,8 @@ class _Fetch:
             isolation=self.isolation,
             deadline=self.deadline,
         )
+        self.state.next_offset = result.next_offset
+        return result
 
     async def page(
         self, offset: int, max_bytes: int
@@ -230,13 +235,13 @@ def router() -> APIRouter:
     @r.get(
         "/topics/{topic}/partitions/{partition}/records",
         response_model=None,
-        responses={200: _OK, **error_responses(400, 404, 406, 416, 422, 502, 503, 504)},
+        responses={200: _OK, **error_responses(400, 403, 404, 406, 416, 422, 502, 503, 504)},
     )
     async def get_records(
         *,
         request: Request,
         ctx: ReadyContext,
-        topic: TopicName,
+        topic: ReadableTopic,
         partition: PartitionNumber,
         query: Annotated[RecordsQuery, Query()],
     ) -> Response:
@@ -255,7 +260,9 @@ def router() -> APIRouter:
                 "max_bytes",
             )
         encoders = Encoders.of(query.key_format, query.value_format, query.header_format)
-        fetch = _Fetch(service, topic, partition, query.isolation_level, deadline, encoders)
+        fetch = _Fetch(
+            service, topic, partition, query.isolation_level, deadline, encoders, request.state
+        )
         if media_type == NDJSON:
             total = max_bytes or settings.max_response_bytes
             page = min(settings.stream_page_bytes, total)  # a stream holds one page at a time

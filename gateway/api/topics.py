@@ -6,11 +6,12 @@ import re
 from typing import Annotated, Any, Final
 
 import orjson
-from fastapi import APIRouter, Query
+from fastapi import APIRouter, Query, Request
 from starlette.responses import Response
 
+from gateway.api.auth import DescribableTopic, PrincipalDep, access_of, client_host
 from gateway.api.models import Offset, Partition, Partitions, Segments, Topics, error_responses
-from gateway.api.params import READY, DeadlineDep, PartitionNumber, ServiceDep, TopicName
+from gateway.api.params import READY, DeadlineDep, PartitionNumber, ServiceDep
 from gateway.api.render import partition_json, segment_json, topic_id_text
 from gateway.errors import InvalidRequestError
 from gateway.kafka.ints import INT64_MAX
@@ -53,14 +54,18 @@ def router() -> APIRouter:
     r = APIRouter(prefix="/v1", tags=["topics"], dependencies=[READY])
 
     @r.get("/topics", response_model=Topics, responses=error_responses(503))
-    async def list_topics(service: ServiceDep) -> Response:
-        """Every topic of the remote tier, with its ids (a re-created topic has several)."""
+    async def list_topics(
+        request: Request, service: ServiceDep, principal: PrincipalDep
+    ) -> Response:
+        """Every topic of the remote tier the caller may describe, with its ids (a re-created
+        topic has several)."""
         topics = await service.topics()
+        names = access_of(request).visible(principal, client_host(request), sorted(topics))
         return json_response(
             {
                 "topics": [
                     {"name": name, "topic_ids": [topic_id_text(i) for i in topics[name]]}
-                    for name in sorted(topics)
+                    for name in names
                 ]
             }
         )
@@ -68,9 +73,9 @@ def router() -> APIRouter:
     @r.get(
         "/topics/{topic}/partitions",
         response_model=Partitions,
-        responses=error_responses(400, 404, 502, 503),
+        responses=error_responses(400, 403, 404, 502, 503),
     )
-    async def list_partitions(topic: TopicName, service: ServiceDep) -> Response:
+    async def list_partitions(topic: DescribableTopic, service: ServiceDep) -> Response:
         """The remote-tier partitions of a topic (its newest incarnation)."""
         infos = await service.partitions(topic)
         return json_response(
@@ -83,10 +88,10 @@ def router() -> APIRouter:
     @r.get(
         "/topics/{topic}/partitions/{partition}",
         response_model=Partition,
-        responses=error_responses(400, 404, 502, 503),
+        responses=error_responses(400, 403, 404, 502, 503),
     )
     async def get_partition(
-        topic: TopicName, partition: PartitionNumber, service: ServiceDep
+        topic: DescribableTopic, partition: PartitionNumber, service: ServiceDep
     ) -> Response:
         """Remote log start and end offsets, size (KIP-852), segment count, leader epochs."""
         return json_response(partition_json(await service.partition(topic, partition)))
@@ -94,10 +99,10 @@ def router() -> APIRouter:
     @r.get(
         "/topics/{topic}/partitions/{partition}/segments",
         response_model=Segments,
-        responses=error_responses(400, 404, 502, 503),
+        responses=error_responses(400, 403, 404, 502, 503),
     )
     async def list_segments(
-        topic: TopicName, partition: PartitionNumber, service: ServiceDep
+        topic: DescribableTopic, partition: PartitionNumber, service: ServiceDep
     ) -> Response:
         """The partition's remote segments with their states and sizes; `displaced` marks an
         upload a later upload of its offsets took the place of (reads never reach it)."""
@@ -113,10 +118,10 @@ def router() -> APIRouter:
     @r.get(
         "/topics/{topic}/partitions/{partition}/offsets",
         response_model=Offset,
-        responses=error_responses(400, 404, 502, 503, 504),
+        responses=error_responses(400, 403, 404, 502, 503, 504),
     )
     async def list_offsets(
-        topic: TopicName,
+        topic: DescribableTopic,
         partition: PartitionNumber,
         service: ServiceDep,
         deadline: DeadlineDep,

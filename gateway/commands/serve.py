@@ -20,7 +20,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 from urllib.parse import unquote, urlparse
 
-from gateway.config import Settings, env_name, flag_name, load_settings, settings_for
+from gateway.config import (
+    LIST_FIELDS,
+    Settings,
+    env_name,
+    flag_name,
+    load_settings,
+    settings_for,
+)
 from gateway.errors import ConfigurationError
 
 if TYPE_CHECKING:
@@ -35,6 +42,13 @@ DEMO_ROOT: Final = Path("build/demo-bucket")
 DEMO_HOST: Final = "127.0.0.1"
 DEMO_PORT: Final = 8080
 DEMO_MARKER: Final = ".tiered-gateway-demo"
+_LIST_METAVARS: Final = {
+    "key_pairs": "ID=PATH",
+    "allowed_hosts": "NAME",
+    "cors_origins": "ORIGIN",
+    "super_users": "PRINCIPAL",
+    "jwt_algorithms": "ALG",
+}
 
 
 def add_setting_flags(p: argparse.ArgumentParser) -> None:
@@ -45,8 +59,9 @@ def add_setting_flags(p: argparse.ArgumentParser) -> None:
         common: dict[str, Any] = {"dest": name, "default": argparse.SUPPRESS, "help": help_text}
         if field.annotation is bool:
             p.add_argument(flag_name(name), action=argparse.BooleanOptionalAction, **common)
-        elif name == "key_pairs":
-            p.add_argument(flag_name(name), action="append", metavar="ID=PATH", **common)
+        elif name in LIST_FIELDS:
+            metavar = _LIST_METAVARS.get(name, "VALUE")
+            p.add_argument(flag_name(name), action="append", metavar=metavar, **common)
         else:
             metavar = "URL" if name == "store" else name.split("_")[-1].upper()
             p.add_argument(flag_name(name), metavar=metavar, **common)
@@ -101,16 +116,20 @@ def serve(settings: Settings, service_factory: ServiceFactory | None = None) -> 
     import uvicorn  # noqa: PLC0415 - keep the other commands light
 
     from gateway.api.app import create_app  # noqa: PLC0415
+    from gateway.api.hosts import allowed_hosts  # noqa: PLC0415
     from gateway.api.logs import configure_logging  # noqa: PLC0415
     from gateway.commands.workers import supervise, uvicorn_config  # noqa: PLC0415
+    from gateway.security.startup import check_start  # noqa: PLC0415
 
+    check_start(settings)
+    allowed_hosts(settings)  # a non-loopback address needs its names
     if service_factory is None:
         preflight(settings)
     configure_logging(settings.log_level, settings.log_format)
-    if not settings.loopback:
+    if not settings.authentication and not settings.loopback:  # allow_anonymous said so
         log.warning(
-            "listening on %s, which is not a loopback address: the gateway has no "
-            "authentication yet, so anyone who can reach it can read every topic",
+            "listening on %s, not a loopback address, with anonymous access allowed: anyone "
+            "who can reach it can read every topic the ACLs (if any) allow User:ANONYMOUS",
             settings.host,
         )
     if settings.workers > 1 and service_factory is None:

@@ -30,6 +30,7 @@ import os
 import pickle
 import signal
 import socket
+import ssl
 import subprocess
 import sys
 import time
@@ -154,6 +155,15 @@ def uvicorn_config(app: Any, settings: Settings) -> uvicorn.Config:
     """The uvicorn configuration of ``serve`` (one process or a worker)."""
     import uvicorn  # noqa: PLC0415
 
+    from gateway.api.transport import guarded_protocol  # noqa: PLC0415
+
+    tls: dict[str, Any] = {}
+    if settings.tls_certfile is not None:
+        tls = {"ssl_certfile": str(settings.tls_certfile), "ssl_keyfile": str(settings.tls_keyfile)}
+        if settings.tls_client_ca is not None:
+            required = settings.tls_client_cert_required
+            tls["ssl_ca_certs"] = str(settings.tls_client_ca)
+            tls["ssl_cert_reqs"] = ssl.CERT_REQUIRED if required else ssl.CERT_OPTIONAL
     return uvicorn.Config(
         app,
         host=settings.host,
@@ -162,6 +172,9 @@ def uvicorn_config(app: Any, settings: Settings) -> uvicorn.Config:
         log_config=None,  # uvicorn's loggers go through configure_logging's one handler
         lifespan="on",
         server_header=False,
+        http=guarded_protocol(settings.header_timeout_s, settings.max_header_bytes),
+        limit_concurrency=settings.max_connections,
+        **tls,
     )
 
 

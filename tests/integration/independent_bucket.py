@@ -336,6 +336,7 @@ def write_independent_bucket(
     key_path.parent.mkdir(parents=True)
     randfunc = None if seed is None else random.Random(f"{seed}/rsa").randbytes
     key_path.write_bytes(RSA.generate(2048, randfunc=randfunc).export_key(format="PEM", pkcs=8))
+    key_path.chmod(0o600)  # a private key: serve refuses one that others may read
     keys = KeyRing.from_specs([f"{KEY_ID}={key_path}"])
     ids = None if seed is None else random.Random(f"{seed}/ids")
     partitions: dict[tuple[str, int], WrittenPartition] = {}

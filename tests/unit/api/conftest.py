@@ -49,5 +49,5 @@ def app(settings: Settings, fake: FakeService) -> FastAPI:
 
 @pytest.fixture
 def client(app: FastAPI) -> Iterator[TestClient]:
-    with TestClient(app) as c:  # runs the lifespan
+    with TestClient(app, base_url="http://localhost") as c:  # runs the lifespan
         yield c

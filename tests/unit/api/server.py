@@ -6,6 +6,7 @@ import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import Any
 
 import uvicorn
 from fastapi import FastAPI
@@ -14,10 +15,13 @@ from tests.fixtures.ports import LOCALHOST, bound_socket, port_of
 
 
 @contextmanager
-def running(app: FastAPI, timeout_s: float = 30.0) -> Iterator[str]:
-    """Serve ``app`` (lifespan on) until the block ends; yield its base URL."""
+def running(app: FastAPI, timeout_s: float = 30.0, **config_args: Any) -> Iterator[str]:
+    """Serve ``app`` (lifespan on) until the block ends; yield its base URL (https when
+    ``config_args`` has a certificate). ``config_args``: more of ``uvicorn.Config``."""
     with bound_socket() as sock:  # uvicorn serves on it: the port is ours from the start
-        config = uvicorn.Config(app, log_level="warning", lifespan="on", loop="asyncio")
+        config = uvicorn.Config(
+            app, log_level="warning", lifespan="on", **({"loop": "asyncio"} | config_args)
+        )
         server = uvicorn.Server(config)
         thread = threading.Thread(
             target=server.run, kwargs={"sockets": [sock]}, name="uvicorn", daemon=True
@@ -30,7 +34,8 @@ def running(app: FastAPI, timeout_s: float = 30.0) -> Iterator[str]:
                 raise RuntimeError("uvicorn did not start")
             time.sleep(0.02)
         try:
-            yield f"http://{LOCALHOST}:{port_of(sock)}"
+            scheme = "https" if "ssl_certfile" in config_args else "http"
+            yield f"{scheme}://{LOCALHOST}:{port_of(sock)}"
         finally:
             server.should_exit = True
             thread.join(timeout_s)

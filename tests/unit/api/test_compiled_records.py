@@ -23,7 +23,7 @@ SCRIPT = textwrap.dedent(
         store=sys.argv[1], key_prefix=sys.argv[2], key_pairs=[sys.argv[3]],
         compiled_records=sys.argv[4] == "on",
     )
-    with TestClient(create_app(settings)) as client:
+    with TestClient(create_app(settings), base_url="http://localhost") as client:
         assert client.portal is not None
         client.portal.call(client.app_state["service"].wait_ready)
         bodies = [

@@ -18,6 +18,7 @@ from gateway.errors import (
     NotAcceptableError,
     NotReadyError,
     OffsetOutOfRangeError,
+    RateLimitedError,
 )
 from tests.unit.api.fake import FakeService
 
@@ -39,6 +40,8 @@ def _instance(cls: type[GatewayError]) -> GatewayError:
         return cls("offset 500 is outside [10, 100)", 10, 100)
     if issubclass(cls, InvalidRequestError):
         return cls("offset: must not be negative", "offset")
+    if issubclass(cls, RateLimitedError):
+        return cls("User:alice is over 10 requests per second", 0.25)
     return cls(f"{cls.__name__} on demo/orders-abc/00000000000000000000-xyz.log")
 
 
@@ -131,7 +134,7 @@ def test_unexpected_exception_without_the_test_client_reraising(
     app: FastAPI, fake: FakeService
 ) -> None:
     fake.fail["topics"] = RuntimeError("boom")
-    with TestClient(app, raise_server_exceptions=True) as c:
+    with TestClient(app, raise_server_exceptions=True, base_url="http://localhost") as c:
         assert c.get("/v1/topics").status_code == 500  # handled, nothing re-raised
 
 

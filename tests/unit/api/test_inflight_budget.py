@@ -23,7 +23,7 @@ def budget() -> ByteBudget:
 
 @pytest.fixture
 def held(app: FastAPI, budget: ByteBudget) -> Iterator[TestClient]:
-    with TestClient(app) as c:
+    with TestClient(app, base_url="http://localhost") as c:
         c.app_state["budget"] = budget  # what each request's state is copied from
         yield c
 

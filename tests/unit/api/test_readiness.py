@@ -103,7 +103,7 @@ def _real(demo: DemoBucket, root: Path) -> Iterator[_Real]:
             opened.append(service)
             yield service
 
-    with TestClient(create_app(settings, capture)) as c:
+    with TestClient(create_app(settings, capture), base_url="http://localhost") as c:
         yield _Real(c, opened[0])
 
 

@@ -13,7 +13,7 @@ from tests.unit.api.fake import LOG_END, OLD_TOPIC_ID, TOPIC_ID, FakeService
 
 def test_lifespan_opens_and_closes_the_service(app: FastAPI, fake: FakeService) -> None:
     assert (fake.opened, fake.closed) == (0, 0)
-    with TestClient(app) as c:
+    with TestClient(app, base_url="http://localhost") as c:
         assert (fake.opened, fake.closed) == (1, 0)
         assert c.get("/healthz").json() == {"status": "ok"}
     assert (fake.opened, fake.closed) == (1, 1)

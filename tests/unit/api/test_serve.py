@@ -65,14 +65,19 @@ def _fake_run(started: bool) -> Any:
     return run
 
 
-def test_serve_warns_on_a_non_loopback_address(
+def test_serve_refuses_anonymous_reads_off_loopback(
     monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture, fake: FakeService
 ) -> None:
     monkeypatch.setattr(uvicorn.Server, "run", _fake_run(True))
+    wide = {"store": "file:///x", "host": "0.0.0.0"}
+    with pytest.raises(ConfigurationError, match="--allow-anonymous"):
+        serve_command.serve(Settings(**wide), fake.factory())
+    with pytest.raises(ConfigurationError, match="--allowed-host"):
+        serve_command.serve(Settings(**wide, allow_anonymous=True), fake.factory())
     with caplog.at_level(logging.WARNING):
-        code = serve_command.serve(Settings(store="file:///x", host="0.0.0.0"), fake.factory())
-    assert code == 0
-    assert "not a loopback address" in caplog.text
+        meant = Settings(**wide, allow_anonymous=True, allowed_hosts=["gw.example"])
+        assert serve_command.serve(meant, fake.factory()) == 0
+    assert "anonymous access allowed" in caplog.text
     caplog.clear()
     with caplog.at_level(logging.WARNING):
         serve_command.serve(Settings(store="file:///x"), fake.factory())

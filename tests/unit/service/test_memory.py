@@ -131,7 +131,7 @@ async def test_heap_returned_fixes_the_threshold_and_trims_until_the_block_ends(
 def test_the_app_runs_the_trimmer_for_its_lifespan(caplog: pytest.LogCaptureFixture) -> None:
     caplog.set_level(logging.INFO, logger="gateway.service.memory")
     app = create_app(Settings(store="file:///nonexistent"), FakeService().factory())
-    with TestClient(app) as client:
+    with TestClient(app, base_url="http://localhost") as client:
         r = client.get("/v1/topics/orders/partitions/0/records", params={"offset": 0})
         assert r.status_code == 200, r.text
         assert not any("heap trims" in m for m in caplog.messages)  # still running
