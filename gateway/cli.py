@@ -14,13 +14,13 @@ from collections.abc import Callable, Sequence
 from typing import Final
 
 from gateway import __version__
-from gateway.commands import catalog, demo_segment, dump, export, scrub, serve, tier
+from gateway.commands import api_key, catalog, demo_segment, dump, export, scrub, serve, tier
 from gateway.errors import GatewayError
 
 EXIT_OK: Final = 0
 EXIT_BAD_INPUT: Final = 2
 
-_COMMANDS: Final = (dump, tier, catalog, export, scrub, serve, demo_segment)
+_COMMANDS: Final = (dump, tier, catalog, export, scrub, serve, demo_segment, api_key)
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -45,6 +45,7 @@ def _runner(command: str) -> Callable[[argparse.Namespace], int]:
         "serve": serve.run,
         "demo": serve.run,
         "demo-segment": demo_segment.run,
+        "api-key": api_key.run,
     }
     return runners[command]  # argparse rejects unknown commands
 

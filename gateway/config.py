@@ -59,6 +59,7 @@ _SIZE: Final = re.compile(r"\s*(\d+(?:\.\d+)?)\s*([a-zA-Z]*)\s*")
 _FLAG_NAMES: Final = {  # repeatable: one value per flag
     "key_pairs": "--key-pair",
     "allowed_hosts": "--allowed-host",
+    "forwarded_allow_ips": "--forwarded-allow-ip",
     "cors_origins": "--cors-origin",
     "super_users": "--super-user",
     "jwt_algorithms": "--jwt-algorithm",
@@ -105,6 +106,7 @@ DIVIDED: Final = (
     "get_rate_per_prefix",
     "max_connections",
     "rate_limit_per_s",
+    "rate_limit_burst",
 )
 """The budgets of the whole server that ``--workers N`` divides among its worker processes
 (the disk tiers divide their directory bounds themselves, see :mod:`indexcache.share`)."""
@@ -272,6 +274,11 @@ class Settings(BaseSettings):
         description="Host header names answered (DNS rebinding guard; '*.example.com' for "
         "subdomains, '*' for any); default on a loopback address: localhost, 127.0.0.1, ::1; "
         "required on any other address",
+    )
+    forwarded_allow_ips: Annotated[list[str], NoDecode] = Field(
+        default_factory=list,
+        description="proxies whose X-Forwarded-For/-Proto are believed (addresses or CIDRs; "
+        "default: none, the peer address is the client's)",
     )
     cors_origins: Annotated[list[str], NoDecode] = Field(
         default_factory=list,

@@ -118,7 +118,9 @@ def create_app(settings: Settings, service_factory: ServiceFactory | None = None
         responses={500: SERVER_ERROR},
     )
     install_error_handlers(app)
-    app.add_middleware(ObserveMiddleware, metrics=metrics, audit=audit)
+    # Starlette wraps the last added outermost: Observe sees (counts, audits) every answer,
+    # the Host allow-list's refusals included.
+    app.add_middleware(HostMiddleware, allowed=HostAllowList(allowed_hosts(settings)))
     if settings.cors_origins:
         app.add_middleware(
             CORSMiddleware,
@@ -127,7 +129,7 @@ def create_app(settings: Settings, service_factory: ServiceFactory | None = None
             allow_headers=["Authorization", "X-API-Key", REQUEST_ID_HEADER],
             expose_headers=EXPOSED_HEADERS,
         )
-    app.add_middleware(HostMiddleware, allowed=HostAllowList(allowed_hosts(settings)))
+    app.add_middleware(ObserveMiddleware, metrics=metrics, audit=audit)
     app.include_router(health.router(metrics))
     app.include_router(topics.router())
     app.include_router(records.router())

@@ -14,6 +14,7 @@ from typing import Annotated, Any, cast
 from fastapi import Depends, Request
 
 from gateway.api.params import TopicName
+from gateway.errors import GatewayError
 from gateway.security.access import Access, Credentials
 from gateway.security.acl import Operation
 
@@ -38,9 +39,26 @@ def credentials(request: Request) -> Credentials:
 
 
 async def _principal(request: Request) -> str:
-    principal = await access_of(request).principal(credentials(request))
-    request.state.principal = principal
+    access = access_of(request)
+    principal = await access.authenticate(credentials(request))
+    request.state.principal = principal  # for the audit line, a rate-limited one's included
+    access.limit(principal)
     return principal
+
+
+async def is_operator(request: Request) -> bool:
+    """Whether the request may see operational details (which partitions are degraded, the
+    metrics): always on an open gateway; else when its credentials authenticate a principal
+    allowed ``Describe`` on the Cluster. Never raises: for the probes, which answer anyway."""
+    access = access_of(request)
+    if access.open:
+        return True
+    try:
+        principal = await access.authenticate(credentials(request))
+        access.check_cluster(principal, client_host(request), "see operational details")
+    except GatewayError:
+        return False
+    return True
 
 
 PrincipalDep = Annotated[str, Depends(_principal)]

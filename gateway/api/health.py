@@ -9,7 +9,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from pydantic import BaseModel, Field
 from starlette.responses import Response
 
-from gateway.api.auth import PrincipalDep, access_of, client_host
+from gateway.api.auth import PrincipalDep, access_of, client_host, is_operator
 from gateway.api.models import Status, error_responses
 from gateway.api.observe import HttpMetrics
 from gateway.api.params import ServiceDep
@@ -74,20 +74,24 @@ def router(metrics: HttpMetrics) -> APIRouter:
         response_model_exclude_none=True,
         responses=error_responses(503, auth=False),
     )
-    async def readyz(service: ServiceDep) -> Readiness:
+    async def readyz(request: Request, service: ServiceDep) -> Readiness:
         """503 `not_ready` (retriable) until the first bucket scan has finished, with the
         reason (e.g. the store cannot be listed): never ready with an empty catalog because
         the store failed. Then 200 `{"status": "ready"}`; or, when some `.rsm-manifest`
         objects cannot be read (corrupt, no segment metadata), still 200 so that one bad
         object does not take the instance out of service, but `{"status": "degraded"}` with
         `degraded` listing each affected partition: the manifest keys, the offsets they
-        claim (reads there fail naming the key) and why they cannot be read."""
+        claim (reads there fail naming the key) and why they cannot be read. Once ACLs or
+        authentication are configured the list is shown only to a principal allowed
+        `Describe` on the Cluster (it names topics)."""
         readiness = service.readiness()
         if not readiness.ready:
             reason = readiness.reason or "the first bucket scan has not finished"
             raise NotReadyError(f"the catalog of remote segments is not loaded yet: {reason}")
         if readiness.unreadable:
-            return Readiness(status="degraded", degraded=_degraded(readiness.unreadable))
+            details = await is_operator(request)
+            degraded = _degraded(readiness.unreadable) if details else None
+            return Readiness(status="degraded", degraded=degraded)
         return Readiness(status="ready")
 
     @r.get(
@@ -102,10 +106,10 @@ def router(metrics: HttpMetrics) -> APIRouter:
         request: Request, service: ServiceDep, principal: PrincipalDep
     ) -> Response:
         """HTTP latency by route and status, then the core's counters (GETs, caches, ...).
-        Once authentication is configured: for principals allowed `Describe` on the
+        Once ACLs or authentication are configured: for principals allowed `Describe` on the
         `Cluster` resource (`kafka-cluster`)."""
         access = access_of(request)
-        if access.authenticating:
+        if not access.open:  # its labels name topics
             access.check_cluster(principal, client_host(request), "read the metrics")
         body = generate_latest(metrics.exposition(service.collector))
         return Response(body, media_type=CONTENT_TYPE_LATEST)

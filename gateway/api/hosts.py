@@ -6,8 +6,8 @@ gateway is known by stops that. Bound to a loopback address the list defaults to
 names and addresses (:data:`LOOPBACK_HOSTS`); on any other address the operator names them
 (``allowed_hosts``), ``*`` accepting any. A name may start with ``*.`` for its subdomains.
 
-A request whose ``Host`` is missing or not on the list is answered 400 ``invalid_host`` before
-anything else runs (no route, no authentication). The port in ``Host`` is ignored.
+A request whose ``Host`` is missing, given twice (RFC 9112: 400) or not on the list is answered
+400 ``invalid_host`` before any route or authentication runs. The port in ``Host`` is ignored.
 """
 
 from __future__ import annotations
@@ -47,7 +47,7 @@ def allowed_hosts(settings: Settings) -> list[str]:
     if settings.allowed_hosts:
         return list(settings.allowed_hosts)
     if settings.loopback:
-        return list(LOOPBACK_HOSTS)
+        return [*LOOPBACK_HOSTS, settings.host]
     raise ConfigurationError(
         f"listening on {settings.host}, not a loopback address: name the hosts clients reach "
         "the gateway by with --allowed-host NAME (repeatable; TIERED_GATEWAY_ALLOWED_HOSTS), "
@@ -84,10 +84,16 @@ class HostMiddleware:
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "http":
-            host = next((v for k, v in scope["headers"] if k == b"host"), None)
-            text = host.decode("latin-1") if host is not None else None
+            hosts = [v for k, v in scope["headers"] if k == b"host"]
+            text = hosts[0].decode("latin-1") if len(hosts) == 1 else None
             if not self.allowed.allows(text):
-                shown = "no Host header" if text is None else f"Host {text[:100]!r}"
+                shown = (
+                    f"Host {text[:100]!r}"
+                    if text is not None
+                    else f"{len(hosts)} Host headers"
+                    if hosts
+                    else "no Host header"
+                )
                 error = InvalidHostError(
                     f"{shown} is not one this gateway answers to (the allowed_hosts setting)",
                     "Host",

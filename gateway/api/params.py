@@ -38,6 +38,7 @@ async def _topic(
         str,
         Path(
             description="Kafka topic name: 1 to 249 of [a-zA-Z0-9._-], not '.' or '..'",
+            examples=["orders"],
             json_schema_extra={
                 "pattern": TOPIC_PATTERN,
                 "minLength": 1,
@@ -63,13 +64,18 @@ async def get_service(request: Request) -> Service:
 
 TIMEOUT_MS: Final = (
     "the request's deadline in ms (default and maximum: the request_timeout_ms and "
-    "max_request_timeout_ms settings)"
+    "max_request_timeout_ms settings; the maximum here is that setting's default)"
 )
+# The contract's maxima: the defaults of the settings that bound them (a server may set others).
+TIMEOUT_MS_MAX: Final = {"maximum": Settings.model_fields["max_request_timeout_ms"].default}
+MAX_BYTES_MAX: Final = {"maximum": Settings.model_fields["max_response_bytes"].default}
 
 
 async def _deadline(
     request: Request,
-    timeout_ms: Annotated[int | None, Query(ge=1, description=TIMEOUT_MS)] = None,
+    timeout_ms: Annotated[
+        int | None, Query(ge=1, description=TIMEOUT_MS, json_schema_extra=TIMEOUT_MS_MAX)
+    ] = None,
 ) -> Deadline:
     return deadline_after(settings_of(request), timeout_ms)
 
@@ -115,7 +121,9 @@ async def _context(request: Request) -> Context:
 
 READY: Final = Depends(_require_ready)
 TopicName = Annotated[str, Depends(_topic)]
-PartitionNumber = Annotated[int, Path(ge=0, le=MAX_PARTITION, description="partition number, >= 0")]
+PartitionNumber = Annotated[
+    int, Path(ge=0, le=MAX_PARTITION, description="partition number, >= 0", examples=[0])
+]
 ServiceDep = Annotated[Service, Depends(get_service)]
 DeadlineDep = Annotated[Deadline, Depends(_deadline)]
 ReadyContext = Annotated[Context, Depends(_context)]

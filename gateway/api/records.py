@@ -43,7 +43,14 @@ from gateway.api.buffers import BuffersResponse, HeldResponse, release_once
 from gateway.api.errors import error_body
 from gateway.api.formats import EmbeddedFormat, Encoders
 from gateway.api.models import RecordsResponse, error_responses
-from gateway.api.params import TIMEOUT_MS, PartitionNumber, ReadyContext, deadline_after
+from gateway.api.params import (
+    MAX_BYTES_MAX,
+    TIMEOUT_MS,
+    TIMEOUT_MS_MAX,
+    PartitionNumber,
+    ReadyContext,
+    deadline_after,
+)
 from gateway.api.render import (
     NDJSON,
     RAW,
@@ -207,13 +214,14 @@ class RecordsQuery(BaseModel):
 
     model_config = ConfigDict(extra="ignore")
 
-    offset: int = Field(ge=0, description="the first offset wanted")
+    offset: int = Field(ge=0, description="the first offset wanted", examples=[0])
     max_bytes: int | None = Field(
         None,
         ge=1,
         description="record batch bytes to read (at least one batch); for NDJSON the whole "
         "stream's budget. Default: the default_max_bytes setting, for NDJSON "
-        "max_response_bytes; at most max_response_bytes",
+        "max_response_bytes; at most max_response_bytes (the maximum here is its default)",
+        json_schema_extra=MAX_BYTES_MAX,
     )
     isolation_level: IsolationLevel = Field(
         IsolationLevel.READ_UNCOMMITTED,
@@ -226,7 +234,9 @@ class RecordsQuery(BaseModel):
     header_format: EmbeddedFormat = Field(
         EmbeddedFormat.BASE64, description=_FORMAT.format("header values")
     )
-    timeout_ms: int | None = Field(None, ge=1, description=TIMEOUT_MS)
+    timeout_ms: int | None = Field(
+        None, ge=1, description=TIMEOUT_MS, json_schema_extra=TIMEOUT_MS_MAX
+    )
 
 
 def router() -> APIRouter:

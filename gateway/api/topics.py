@@ -29,6 +29,12 @@ _NAMED_SPECS: Final[dict[str, OffsetSpec]] = {
     "-3": "max_timestamp",
 }
 _DIGITS: Final = re.compile(r"[0-9]{1,19}")
+# The contract's pattern (ECMA-262, no inline flags: each name spelled in any case); up to 18
+# digits, all within int64 (19 digits are accepted when they are, which a pattern cannot say).
+TIMESTAMP_PATTERN: Final = (
+    "^([0-9]{1,18}|-[123]|[Ee][Aa][Rr][Ll][Ii][Ee][Ss][Tt]|[Ll][Aa][Tt][Ee][Ss][Tt]|"
+    "[Mm][Aa][Xx]_[Tt][Ii][Mm][Ee][Ss][Tt][Aa][Mm][Pp])$"
+)
 
 
 def json_response(document: Any) -> Response:
@@ -132,6 +138,7 @@ def router() -> APIRouter:
                 "it; or earliest (Kafka's -2), latest (-1: the log end offset), max_timestamp "
                 "(-3), in any case",
                 examples=["1700000000000", "earliest", "latest", "max_timestamp", "-1"],
+                json_schema_extra={"pattern": TIMESTAMP_PATTERN},
             ),
         ],
     ) -> Response:

@@ -7,11 +7,12 @@ headers was accepted. :func:`guarded_protocol` makes a subclass of
 
 * closes a connection whose request head (request line and headers) is not complete within
   ``header_timeout_s`` of its first byte, or of the connection's opening when nothing comes
-  (a keep-alive connection between requests stays under uvicorn's own keep-alive timeout);
-* answers ``431 Request Header Fields Too Large`` and closes once the bytes received for a
-  head pass ``max_header_bytes`` (counted as they arrive, before the parser sees them, so a
-  value never finished counts too; a body sent in the same packet as its head counts as
-  head, which only a request with a body, none of this API's, could meet);
+  (every head of a keep-alive connection, pipelined ones included; between requests uvicorn's
+  own keep-alive timeout applies);
+* answers ``431 Request Header Fields Too Large`` and closes once one head passes
+  ``max_header_bytes``. Heads are measured on the bytes as they arrive, before the parser sees
+  them (so a value never finished counts too), each from the end of the one before to its
+  blank line; this API's requests carry no body (one would count towards the next head).
 * puts the TLS peer certificate into the request scope (``scope["extensions"]["tls"]``,
   ASGI's TLS extension: ``client_cert_dict``, the dict of :meth:`ssl.SSLSocket.getpeercert`),
   where the mTLS authenticator reads the subject.
@@ -48,8 +49,8 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self._head_timer: asyncio.TimerHandle | None = None
-        self._head_bytes = 0  # bytes received since the head began
-        self._head_open = True  # between a response's end (or the connection's start) and a head
+        self._head_bytes = 0  # bytes of the head being received (since the last head's end)
+        self._tail = b""  # the last 3 bytes seen: a head's end may straddle two reads
 
     # --- the head's time -------------------------------------------------------------------
 
@@ -78,30 +79,43 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
 
     def on_response_complete(self) -> None:
         super().on_response_complete()
-        # Between requests the keep-alive timeout rules; the next head arms the timer again.
-        self._disarm()
-        self._head_open, self._head_bytes = True, 0
+        if self._head_bytes:  # a next head began meanwhile: its clock runs from now at least
+            self._arm()
 
     # --- the head's size -------------------------------------------------------------------
 
     def data_received(self, data: bytes) -> None:
-        if self._head_open:  # the bytes of a head as they come, before the parser sees them
-            self._head_bytes += len(data)
-            if self._head_bytes > self.max_header_bytes:
-                self._too_large()
-                return
+        if not self._heads_fit(data):
+            self._too_large()
+            return
+        if self._head_bytes:  # inside a head: from its first byte it has header_timeout_s
+            self._arm()
+        else:  # every head so far is whole: the request (or keep-alive) rules the time
+            self._disarm()
         super().data_received(data)
+
+    def _heads_fit(self, data: bytes) -> bool:
+        """Count ``data`` into the heads it continues, ends and begins (a head ends at its
+        blank line, ``CRLF CRLF``; this API's requests carry no body); whether each fits."""
+        view = self._tail + data
+        count = self._head_bytes - len(self._tail)  # + an index in view: bytes of the head
+        at = 0
+        while (end := view.find(b"\r\n\r\n", at)) >= 0:
+            if count + end + 4 > self.max_header_bytes:
+                return False
+            at = end + 4
+            count = -at  # the next head begins after this one's blank line
+        self._head_bytes = count + len(view)
+        self._tail = view[-3:]
+        return self._head_bytes <= self.max_header_bytes
 
     def _too_large(self) -> None:
         self._disarm()
-        self._head_open = False
         body = _BODY % self.max_header_bytes
         self.transport.write(_431 % (len(body), body))
         self.transport.close()
 
     def on_headers_complete(self) -> None:
-        self._head_open = False
-        self._disarm()
         ssl_object = self.transport.get_extra_info("ssl_object")
         if ssl_object is not None:
             cert = ssl_object.getpeercert()

@@ -45,6 +45,7 @@ DEMO_MARKER: Final = ".tiered-gateway-demo"
 _LIST_METAVARS: Final = {
     "key_pairs": "ID=PATH",
     "allowed_hosts": "NAME",
+    "forwarded_allow_ips": "ADDRESS",
     "cors_origins": "ORIGIN",
     "super_users": "PRINCIPAL",
     "jwt_algorithms": "ALG",

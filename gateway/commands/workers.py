@@ -173,6 +173,10 @@ def uvicorn_config(app: Any, settings: Settings) -> uvicorn.Config:
         lifespan="on",
         server_header=False,
         http=guarded_protocol(settings.header_timeout_s, settings.max_header_bytes),
+        # The client address feeds ACL hosts and the audit log: believe X-Forwarded-For only
+        # from the proxies named (uvicorn's default trusts any local process).
+        proxy_headers=bool(settings.forwarded_allow_ips),
+        forwarded_allow_ips=settings.forwarded_allow_ips or None,
         limit_concurrency=settings.max_connections,
         **tls,
     )

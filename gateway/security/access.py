@@ -1,7 +1,8 @@
 """Who is asking and what they may do: authentication, ACLs and rate limits as one object.
 
-The HTTP layer hands :meth:`Access.principal` what a request presents (:class:`Credentials`)
-and asks :meth:`Access.check_topic` before anything about a topic is read or listed.
+The HTTP layer hands :meth:`Access.authenticate` what a request presents (:class:`Credentials`),
+counts the principal's rate with :meth:`Access.limit` and asks :meth:`Access.check_topic`
+before anything about a topic is read or listed.
 
 * **Who.** A bearer token (``Authorization``) goes to the JWT authenticator, an ``X-API-Key``
   to the API keys, a verified client certificate to the principal mapper; presented
@@ -91,14 +92,17 @@ class Access:
         """No ACLs and no authentication: the local default, everything allowed."""
         return self._acls is None and not self.authenticating
 
-    async def principal(self, creds: Credentials) -> str:
-        """The principal ``creds`` prove (raises :class:`AuthenticationError`), rate limited.
-        With no authentication configured every request is anonymous (credentials sent to
-        such a gateway are not looked at)."""
-        principal = await self._authenticate(creds) if self.authenticating else ANONYMOUS
+    async def authenticate(self, creds: Credentials) -> str:
+        """The principal ``creds`` prove (raises :class:`AuthenticationError`). With no
+        authentication configured every request is anonymous (credentials sent to such a
+        gateway are not looked at)."""
+        return await self._authenticate(creds) if self.authenticating else ANONYMOUS
+
+    def limit(self, principal: str) -> None:
+        """Count a request of ``principal`` against its rate (raises
+        :class:`~gateway.errors.RateLimitedError` beyond it)."""
         if self._limiter is not None:
             self._limiter.take(principal)
-        return principal
 
     async def _authenticate(self, creds: Credentials) -> str:
         if creds.authorization is not None:

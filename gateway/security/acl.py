@@ -30,6 +30,7 @@ Describe and an ALLOW of AlterConfigs implies DescribeConfigs (``IMPLIES_DESCRIB
 
 from __future__ import annotations
 
+import logging
 import os
 import re
 import threading
@@ -49,6 +50,8 @@ ANONYMOUS: Final[Principal] = "User:ANONYMOUS"
 WILDCARD_PRINCIPAL: Final[Principal] = "User:*"
 WILDCARD_HOST: Final = "*"
 WILDCARD_RESOURCE: Final = "*"
+
+log = logging.getLogger(__name__)
 
 
 class Operation(StrEnum):
@@ -482,7 +485,9 @@ class AclFile:
         else:
             self._stamp, self._acls, self._last_error = read_stamp, acls, None
             self._reloads += 1
+            log.info("ACL file %s reloaded: %d entries", self._path, len(acls))
 
     def _fail(self, stamp: _Stamp | None, error: str) -> None:
         self._stamp, self._last_error = stamp, error
         self._failed_reloads += 1
+        log.error("%s; the previous ACLs stay in force", error)

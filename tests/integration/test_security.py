@@ -276,6 +276,18 @@ def test_metrics_need_describe_on_the_cluster(gateway: Gateway) -> None:
         assert client.get("/healthz").status_code == 200  # probes stay open
 
 
+def _audit_lines(path: Path, wanted: set[str]) -> dict[str, dict[str, object]]:
+    """The audit lines by request id once those ``wanted`` are there: a line is written when
+    the response has been sent, so the client may see its answer first (waits at most 30 s)."""
+    deadline = time.monotonic() + 30
+    while True:
+        lines = [json.loads(line) for line in path.read_text().splitlines()]
+        by_id = {line["request_id"]: line for line in lines}
+        if wanted <= by_id.keys() or time.monotonic() > deadline:
+            return by_id
+        time.sleep(0.02)
+
+
 def test_the_audit_log_has_a_line_per_data_request(gateway: Gateway) -> None:
     with gateway.client("User:alice") as client:
         ok = client.get("/v1/topics/orders/partitions/0/records?offset=0&max_bytes=2048",
@@ -283,8 +295,7 @@ def test_the_audit_log_has_a_line_per_data_request(gateway: Gateway) -> None:
         denied = client.get("/v1/topics/payments/partitions/0/records?offset=0",
                             headers={"X-Request-ID": "audit-denied"})  # fmt: skip
     assert ok.status_code == 200 and denied.status_code == 403
-    lines = [json.loads(line) for line in gateway.audit.read_text().splitlines()]
-    by_id = {line["request_id"]: line for line in lines}
+    by_id = _audit_lines(gateway.audit, {"audit-ok", "audit-denied"})
     first = by_id["audit-ok"]
     assert first["principal"] == "User:alice"
     assert (first["topic"], first["partition"], first["offset"]) == ("orders", 0, 0)

@@ -128,3 +128,70 @@ def test_a_rebinding_host_is_refused_before_anything_runs(
         assert refused.status_code == 400
         assert refused.json()["error_code"] == "invalid_host"
         assert client.get(url).status_code == 200
+
+
+def test_a_second_head_on_keep_alive_has_the_timeout_too(
+    settings: Settings, fake: FakeService
+) -> None:
+    protocol = guarded_protocol(header_timeout_s=0.2, max_header_bytes=16 * 1024)
+    with running(create_app(settings, fake.factory()), http=protocol) as base:
+        sock = _connect(base)
+        sock.sendall(b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+        first = b""
+        while b'"ok"' not in first:
+            chunk = sock.recv(65536)
+            assert chunk
+            first += chunk
+        sock.sendall(b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: ")  # then nothing
+        assert _read_all(sock) == b""  # closed by the server (a hang fails after WAIT_S)
+        sock.close()
+
+
+def test_pipelined_small_requests_are_not_one_big_head(
+    settings: Settings, fake: FakeService
+) -> None:
+    protocol = guarded_protocol(header_timeout_s=10.0, max_header_bytes=1024)
+    one = b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"
+    n = 40  # 40 x 41 bytes in one send: more than max_header_bytes together
+    with running(create_app(settings, fake.factory()), http=protocol) as base:
+        sock = _connect(base)
+        sock.sendall(
+            one * (n - 1) + b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n"
+        )
+        answer = _read_all(sock)
+        sock.close()
+    assert answer.count(b"HTTP/1.1 200 ") == n
+    assert b"431" not in answer
+
+
+def test_a_head_that_straddles_reads_is_measured_whole(
+    settings: Settings, fake: FakeService
+) -> None:
+    protocol = guarded_protocol(header_timeout_s=10.0, max_header_bytes=2048)
+    with running(create_app(settings, fake.factory()), http=protocol) as base:
+        sock = _connect(base)
+        head = b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n" + b"X-A: " + b"a" * 1500 + b"\r"
+        sock.sendall(head)
+        sock.sendall(b"\n" + b"X-B: " + b"b" * 1500 + b"\r\n\r\n")  # one head, 3 KiB
+        answer = _read_all(sock)
+        sock.close()
+    assert answer.startswith(b"HTTP/1.1 431 ")
+
+
+def test_two_host_headers_are_refused(settings: Settings, fake: FakeService) -> None:
+    with running(create_app(settings, fake.factory())) as base:
+        sock = _connect(base)
+        sock.sendall(
+            b"GET /v1/topics HTTP/1.1\r\nHost: localhost\r\nHost: evil.example\r\n"
+            b"Connection: close\r\n\r\n"
+        )
+        answer = _read_all(sock)
+        sock.close()
+    assert answer.startswith(b"HTTP/1.1 400 ")
+    assert b"invalid_host" in answer
+
+
+def test_a_loopback_bind_answers_its_own_address() -> None:
+    allowed = HostAllowList(allowed_hosts(Settings(store="file:///x", host="127.0.0.2")))
+    assert allowed.allows("127.0.0.2:8080")
+    assert allowed.allows("localhost")
