@@ -13,7 +13,7 @@ import json
 import ssl
 import subprocess
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -307,3 +307,60 @@ def test_the_audit_log_has_a_line_per_data_request(gateway: Gateway) -> None:
     text = gateway.audit.read_text()
     assert gateway.tokens["User:alice"] not in text and gateway.api_key not in text
     assert '"value"' not in text  # never a record
+
+
+def test_an_audited_walk(gateway: Gateway) -> None:
+    """Every page of a walk through a partition has its audit line, with the offsets served."""
+    pages: list[tuple[str, int, int, int]] = []  # request id, offset, next offset, bytes
+    with gateway.client("User:alice") as client:
+        info = client.get("/v1/topics/orders/partitions/0").json()
+        offset, end = info["remote_log_start_offset"], info["remote_log_end_offset"]
+        while offset < end:
+            rid = f"walk-{len(pages)}"
+            r = client.get(
+                "/v1/topics/orders/partitions/0/records",
+                params={"offset": offset, "max_bytes": 4096},
+                headers={"X-Request-ID": rid},
+            )
+            assert r.status_code == 200, r.text
+            body = r.json()
+            pages.append((rid, offset, body["next_offset"], len(r.content)))
+            offset = body["next_offset"]
+    assert len(pages) > 3
+    lines = _audit_lines(gateway.audit, {rid for rid, *_ in pages})
+    for rid, first, following, size in pages:
+        line = lines[rid]
+        assert (line["principal"], line["topic"], line["partition"]) == ("User:alice", "orders", 0)
+        assert (line["offset"], line["next_offset"], line["bytes"]) == (first, following, size)
+        assert (line["status"], line["error_code"]) == (200, None)
+
+
+def test_the_acl_file_reloads_without_a_restart(gateway: Gateway) -> None:
+    acl = gateway.audit.parent / "acl"
+    url = "/v1/topics/inventory/partitions"
+    with gateway.client("User:bob") as client:
+        assert client.get(url).status_code == 403
+        grant = (
+            "Current ACLs for resource `ResourcePattern(resourceType=TOPIC, name=inventory, "
+            "patternType=LITERAL)`:\n \t(principal=User:bob, host=*, operation=DESCRIBE, "
+            "permissionType=ALLOW)\n"
+        )
+        staged = acl.with_suffix(".new")
+        staged.write_text(ACL + "\n" + grant)
+        staged.replace(acl)  # as docs/security.md says: write a new file, rename it over
+        try:
+            assert _eventually(lambda: client.get(url).status_code == 200)
+        finally:
+            staged.write_text(ACL)
+            staged.replace(acl)
+        assert _eventually(lambda: client.get(url).status_code == 403)
+
+
+def _eventually(condition: Callable[[], bool], wait_s: float = 30.0) -> bool:
+    """Whether ``condition`` holds within ``wait_s`` (the file is checked once a second)."""
+    deadline = time.monotonic() + wait_s
+    while not condition():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.1)
+    return True
