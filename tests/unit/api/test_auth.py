@@ -149,3 +149,73 @@ def test_forwarded_headers_are_believed_only_from_named_proxies() -> None:
     )
     assert proxied.proxy_headers is True
     assert proxied.forwarded_allow_ips == ["10.0.0.0/8"]
+
+
+class _Jwks:
+    """A JWKS endpoint on 127.0.0.1 (a real HTTP server in a thread) and a key to sign with."""
+
+    def __init__(self) -> None:
+        import http.server  # noqa: PLC0415
+        import json  # noqa: PLC0415
+        import threading  # noqa: PLC0415
+
+        import jwt  # noqa: PLC0415
+        from cryptography.hazmat.primitives.asymmetric import rsa  # noqa: PLC0415
+
+        self.key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+        public = json.loads(jwt.algorithms.RSAAlgorithm.to_jwk(self.key.public_key()))
+        body = json.dumps({"keys": [{**public, "kid": "k1", "use": "sig"}]}).encode()
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_GET(self) -> None:
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, *args: object) -> None:
+                pass
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/jwks"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def token(self, sub: str) -> str:
+        import time  # noqa: PLC0415
+
+        import jwt  # noqa: PLC0415
+
+        now = int(time.time())
+        claims = {"iss": "https://idp", "aud": "gw", "sub": sub, "iat": now, "exp": now + 300}
+        return jwt.encode(claims, self.key, algorithm="RS256", headers={"kid": "k1"})
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def test_jwt_from_a_jwks_url_and_fail_closed_when_it_is_down(
+    tmp_path: Path, fake: FakeService
+) -> None:
+    (tmp_path / "acl").write_text(ACL_READ.format(topic=TOPIC, principal="User:alice"))
+    jwks = _Jwks()
+    try:
+        settings = Settings(
+            store="file:///x", jwt_issuer="https://idp", jwt_audience="gw",
+            jwt_jwks_url=jwks.url, acl_file=tmp_path / "acl",
+        )  # fmt: skip
+        for client in _client(settings, fake):
+            alice = {"Authorization": f"Bearer {jwks.token('alice')}"}
+            assert client.get(RECORDS, headers=alice).status_code == 200
+            bob = {"Authorization": f"Bearer {jwks.token('bob')}"}
+            assert client.get(RECORDS, headers=bob).status_code == 403
+        url = jwks.url
+    finally:
+        jwks.close()
+    down = settings.model_copy(update={"jwt_jwks_url": url})  # nothing listens there now
+    for client in _client(down, fake):  # the start logs the failure and serves
+        r = client.get(RECORDS, headers={"Authorization": f"Bearer {jwks.token('alice')}"})
+        assert r.status_code == 503
+        assert (r.json()["error_code"], r.json()["retriable"]) == ("auth_unavailable", True)
+        assert client.get(RECORDS).status_code == 401  # and anonymous is still refused
