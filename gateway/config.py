@@ -149,6 +149,12 @@ class Settings(BaseSettings):
     log_level: LogLevel = Field(
         default="info", description="debug, info, warning, error or critical"
     )
+    shutdown_grace_s: int = Field(
+        default=25,
+        ge=0,
+        description="on SIGTERM: seconds in-flight requests have to finish (NDJSON streams end "
+        "after their current page) before they are cut; keep it under the orchestrator's grace",
+    )
     log_format: Literal["text", "json"] = Field(
         default="text",
         description="text lines, or json: one object per line (ts, level, logger, message, "

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import threading
 from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from typing import Any, Final
@@ -82,8 +83,15 @@ def _warm_up() -> None:
         ) from exc
 
 
-def create_app(settings: Settings, service_factory: ServiceFactory | None = None) -> FastAPI:
-    """The ASGI app for ``settings``; ``service_factory`` opens the :class:`Service`."""
+def create_app(
+    settings: Settings,
+    service_factory: ServiceFactory | None = None,
+    *,
+    drain: threading.Event | None = None,
+) -> FastAPI:
+    """The ASGI app for ``settings``; ``service_factory`` opens the :class:`Service`;
+    ``drain``, once set, says the server is stopping (NDJSON streams end after their page)."""
+    draining = drain if drain is not None else threading.Event()
     metrics = HttpMetrics()
     audit = None if settings.audit_log is None else AuditLog.open(settings.audit_log)
 
@@ -105,6 +113,7 @@ def create_app(settings: Settings, service_factory: ServiceFactory | None = None
                     "settings": settings,
                     "budget": budget,
                     "access": access,
+                    "drain": draining,
                 }
         if audit is not None:
             audit.close()
@@ -119,8 +128,8 @@ def create_app(settings: Settings, service_factory: ServiceFactory | None = None
     )
     install_error_handlers(app)
     # Starlette wraps the last added outermost: Observe sees (counts, audits) every answer,
-    # the Host allow-list's refusals included.
-    app.add_middleware(HostMiddleware, allowed=HostAllowList(allowed_hosts(settings)))
+    # the Host allow-list's refusals included, and the Host check comes before CORS's
+    # preflight answers.
     if settings.cors_origins:
         app.add_middleware(
             CORSMiddleware,
@@ -129,6 +138,7 @@ def create_app(settings: Settings, service_factory: ServiceFactory | None = None
             allow_headers=["Authorization", "X-API-Key", REQUEST_ID_HEADER],
             expose_headers=EXPOSED_HEADERS,
         )
+    app.add_middleware(HostMiddleware, allowed=HostAllowList(allowed_hosts(settings)))
     app.add_middleware(ObserveMiddleware, metrics=metrics, audit=audit)
     app.include_router(health.router(metrics))
     app.include_router(topics.router())

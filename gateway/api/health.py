@@ -76,8 +76,9 @@ def router(metrics: HttpMetrics) -> APIRouter:
     )
     async def readyz(request: Request, service: ServiceDep) -> Readiness:
         """503 `not_ready` (retriable) until the first bucket scan has finished, with the
-        reason (e.g. the store cannot be listed): never ready with an empty catalog because
-        the store failed. Then 200 `{"status": "ready"}`; or, when some `.rsm-manifest`
+        reason (e.g. the store cannot be listed; once ACLs or authentication are configured,
+        for a principal allowed `Describe` on the Cluster): never ready with an empty catalog
+        because the store failed. Then 200 `{"status": "ready"}`; or, when some `.rsm-manifest`
         objects cannot be read (corrupt, no segment metadata), still 200 so that one bad
         object does not take the instance out of service, but `{"status": "degraded"}` with
         `degraded` listing each affected partition: the manifest keys, the offsets they
@@ -87,7 +88,8 @@ def router(metrics: HttpMetrics) -> APIRouter:
         readiness = service.readiness()
         if not readiness.ready:
             reason = readiness.reason or "the first bucket scan has not finished"
-            raise NotReadyError(f"the catalog of remote segments is not loaded yet: {reason}")
+            shown = f": {reason}" if await is_operator(request) else ""  # it names the store
+            raise NotReadyError(f"the catalog of remote segments is not loaded yet{shown}")
         if readiness.unreadable:
             details = await is_operator(request)
             degraded = _degraded(readiness.unreadable) if details else None

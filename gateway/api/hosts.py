@@ -6,12 +6,16 @@ gateway is known by stops that. Bound to a loopback address the list defaults to
 names and addresses (:data:`LOOPBACK_HOSTS`); on any other address the operator names them
 (``allowed_hosts``), ``*`` accepting any. A name may start with ``*.`` for its subdomains.
 
-A request whose ``Host`` is missing, given twice (RFC 9112: 400) or not on the list is answered
-400 ``invalid_host`` before any route or authentication runs. The port in ``Host`` is ignored.
+A ``Host`` that is an IP address (``10.1.2.3:8080``, ``[::1]``) is always accepted: rebinding
+needs a name the attacker controls, and the kubelet's probes and Prometheus' scrapes name a pod
+by its address. A request whose ``Host`` is missing, given twice (RFC 9112: 400) or a name not on
+the list is answered 400 ``invalid_host`` before any route or authentication runs. The port in
+``Host`` is ignored.
 """
 
 from __future__ import annotations
 
+import ipaddress
 from collections.abc import Iterable
 from typing import Final
 
@@ -72,7 +76,17 @@ class HostAllowList:
         if not header:
             return False
         name = host_name(header)
-        return name in self._exact or any(name.endswith(s) for s in self._suffixes)
+        if name in self._exact or any(name.endswith(s) for s in self._suffixes):
+            return True
+        return _is_address(name)
+
+
+def _is_address(name: str) -> bool:
+    try:
+        ipaddress.ip_address(name)
+    except ValueError:
+        return False
+    return True
 
 
 class HostMiddleware:
@@ -86,7 +100,7 @@ class HostMiddleware:
         if scope["type"] == "http":
             hosts = [v for k, v in scope["headers"] if k == b"host"]
             text = hosts[0].decode("latin-1") if len(hosts) == 1 else None
-            if not self.allowed.allows(text):
+            if text is None or not self.allowed.allows(text):  # one Host, even with '*'
                 shown = (
                     f"Host {text[:100]!r}"
                     if text is not None

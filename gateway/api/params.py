@@ -23,6 +23,7 @@ from gateway.errors import InvalidRequestError, NotReadyError
 from gateway.kafka.ints import INT32_MAX
 from gateway.kafka.topic import TOPIC_MAX_LENGTH as MAX_TOPIC_LENGTH
 from gateway.kafka.topic import TOPIC_PATTERN, validate_topic_name
+from gateway.security.access import Access
 from gateway.service.admission import ByteBudget
 from gateway.service.protocol import Service
 
@@ -93,13 +94,20 @@ def deadline_after(settings: Settings, timeout_ms: int | None) -> Deadline:
 
 
 async def _require_ready(request: Request) -> None:
-    _check_ready(service_of(request))
+    _check_ready(service_of(request), _open(request))
 
 
-def _check_ready(service: Service) -> None:
+def _open(request: Request) -> bool:
+    """No ACLs and no authentication: a caller may see why the catalog is not loaded (the
+    reason names the store); otherwise that is for ``/readyz``'s operators."""
+    return cast(Access, request.state.access).open
+
+
+def _check_ready(service: Service, detailed: bool) -> None:
     if not service.ready():
         reason = service.readiness().reason or "the first bucket scan has not finished"
-        raise NotReadyError(f"the catalog of remote segments is not loaded yet: {reason}")
+        shown = f": {reason}" if detailed else " (see /readyz)"
+        raise NotReadyError(f"the catalog of remote segments is not loaded yet{shown}")
 
 
 class Context(NamedTuple):
@@ -115,7 +123,7 @@ async def _context(request: Request) -> Context:
     """The lifespan's service, settings and byte budget; 503 ``not_ready`` as :data:`READY`."""
     state = request.state
     service = cast(Service, state.service)
-    _check_ready(service)
+    _check_ready(service, cast(Access, state.access).open)
     return Context(service, cast(Settings, state.settings), cast(ByteBudget, state.budget))
 
 

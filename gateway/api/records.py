@@ -181,8 +181,8 @@ async def _stream(
                 yield view[at : at + STREAM_SLICE]
             del view
             done = used >= budget or offset >= result.log_end_offset
-            if done or fetch.deadline.remaining() <= 0:
-                break
+            if done or fetch.deadline.remaining() <= 0 or fetch.state.drain.is_set():
+                break  # the closing line says where to go on (the server may be stopping)
             result, records = await fetch.page(offset, min(page_bytes, budget - used))
             if result.next_offset <= offset:  # no progress: never loop on the same offset
                 break

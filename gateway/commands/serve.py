@@ -16,6 +16,7 @@ import asyncio
 import logging
 import shutil
 import sys
+import threading
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 from urllib.parse import unquote, urlparse
@@ -114,11 +115,11 @@ def serve(settings: Settings, service_factory: ServiceFactory | None = None) -> 
     """Run the gateway until interrupted: in this process, or with ``settings.workers``
     worker processes (:mod:`gateway.commands.workers`) when more than one (and no
     ``service_factory``, which only this process could use)."""
-    import uvicorn  # noqa: PLC0415 - keep the other commands light
 
     from gateway.api.app import create_app  # noqa: PLC0415
     from gateway.api.hosts import allowed_hosts  # noqa: PLC0415
     from gateway.api.logs import configure_logging  # noqa: PLC0415
+    from gateway.commands.server import DrainingServer  # noqa: PLC0415
     from gateway.commands.workers import supervise, uvicorn_config  # noqa: PLC0415
     from gateway.security.startup import check_start  # noqa: PLC0415
 
@@ -136,7 +137,9 @@ def serve(settings: Settings, service_factory: ServiceFactory | None = None) -> 
     if settings.workers > 1 and service_factory is None:
         started = supervise(settings) != EXIT_NOT_STARTED
     else:
-        server = uvicorn.Server(uvicorn_config(create_app(settings, service_factory), settings))
+        drain = threading.Event()
+        app = create_app(settings, service_factory, drain=drain)
+        server = DrainingServer(uvicorn_config(app, settings), drain)
         server.run()
         started = server.started
     if not started:

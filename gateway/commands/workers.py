@@ -33,6 +33,7 @@ import socket
 import ssl
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, MutableMapping
 from dataclasses import dataclass
@@ -52,6 +53,7 @@ WORKER_NOT_STARTED: Final = 3
 RESTART_INTERVAL_S: Final = 1.0
 MAX_RESTART_INTERVAL_S: Final = 30.0  # the longest wait between failing restarts
 POLL_S: Final = 0.1
+STOP_MARGIN_S: Final = 5.0  # past shutdown_grace_s, a worker still running is killed
 BACKLOG: Final = 2048  # uvicorn's default
 READY_POLL_S: Final = 0.05
 ORPHAN_POLL_S: Final = 1.0
@@ -109,7 +111,6 @@ def served_by(app: Any, value: str) -> ASGIApp:
 
 
 def _run_worker(spec: WorkerSpec) -> int:
-    import uvicorn  # noqa: PLC0415
 
     from gateway.api.app import create_app  # noqa: PLC0415
     from gateway.api.logs import configure_logging  # noqa: PLC0415
@@ -144,9 +145,12 @@ def _run_worker(spec: WorkerSpec) -> int:
         finally:
             watch.cancel()
 
-    app = create_app(settings, opened)
+    from gateway.commands.server import DrainingServer  # noqa: PLC0415
+
+    drain = threading.Event()
+    app = create_app(settings, opened, drain=drain)
     config = uvicorn_config(served_by(app, f"worker {share.index} pid {os.getpid()}"), settings)
-    server = uvicorn.Server(config)
+    server = DrainingServer(config, drain)
     server.run(sockets=[sock])
     return 0 if server.started else WORKER_NOT_STARTED
 
@@ -173,6 +177,7 @@ def uvicorn_config(app: Any, settings: Settings) -> uvicorn.Config:
         lifespan="on",
         server_header=False,
         http=guarded_protocol(settings.header_timeout_s, settings.max_header_bytes),
+        timeout_graceful_shutdown=settings.shutdown_grace_s,
         # The client address feeds ACL hosts and the audit log: believe X-Forwarded-For only
         # from the proxies named (uvicorn's default trusts any local process).
         proxy_headers=bool(settings.forwarded_allow_ips),
@@ -309,10 +314,12 @@ class Supervisor:
             with contextlib.suppress(ProcessLookupError):
                 proc.send_signal(signal.SIGTERM)
         signals = self._signals
+        # The workers drain for shutdown_grace_s; past it (and a margin) they are killed.
+        kill_at = time.monotonic() + self._settings.shutdown_grace_s + STOP_MARGIN_S
         for proc in alive:
             while proc.poll() is None:
-                if self._signals > max(signals, 1):  # asked again: do not wait
-                    proc.kill()
+                if self._signals > max(signals, 1) or time.monotonic() > kill_at:
+                    proc.kill()  # asked again, or past the grace: do not wait
                 time.sleep(POLL_S)
         log.info("all %d workers stopped", len(self._procs))
 

@@ -146,7 +146,11 @@ class Access:
         rules = self._rules()
         if rules is None:
             return list(topics)
-        return rules.describable_topics(principal, host, topics)
+        visible = rules.describable_topics(principal, host, topics)
+        refused = None if visible else self._refused(principal, "list topics")
+        if refused is not None:  # anonymous, with nothing granted it: authenticate
+            raise refused
+        return visible
 
     def check_cluster(self, principal: str, host: str, what: str) -> None:
         """``Describe`` on the Cluster resource (``/metrics`` once authentication is on)."""

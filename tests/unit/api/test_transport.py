@@ -94,6 +94,9 @@ def test_an_oversized_head_gets_431(settings: Settings, fake: FakeService) -> No
         ("LOCALHOST.", True),
         ("evil.example", False),
         ("127.0.0.1.evil.example", False),
+        ("10.1.2.3:8080", True),  # an address, never a rebinding name: probes, scrapes
+        ("[2001:db8::7]:8080", True),
+        ("0x7f.1", False),
         ("", False),
     ],
 )
@@ -108,6 +111,7 @@ def test_configured_names_and_wildcards() -> None:
     assert allowed.allows("a.internal.example")
     assert not allowed.allows("internal.example")
     assert not allowed.allows("localhost")
+    assert allowed.allows("10.244.1.7:8080")  # a pod address
     assert HostAllowList(["*"]).allows("anything")
     assert host_name("[2001:db8::1]:80") == "2001:db8::1"
 
@@ -161,7 +165,7 @@ def test_pipelined_small_requests_are_not_one_big_head(
         answer = _read_all(sock)
         sock.close()
     assert answer.count(b"HTTP/1.1 200 ") == n
-    assert b"431" not in answer
+    assert b"HTTP/1.1 431" not in answer
 
 
 def test_a_head_that_straddles_reads_is_measured_whole(
