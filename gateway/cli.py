@@ -14,13 +14,23 @@ from collections.abc import Callable, Sequence
 from typing import Final
 
 from gateway import __version__
-from gateway.commands import api_key, catalog, demo_segment, dump, export, scrub, serve, tier
+from gateway.commands import (
+    api_key,
+    catalog,
+    demo_segment,
+    dump,
+    export,
+    probe,
+    scrub,
+    serve,
+    tier,
+)
 from gateway.errors import GatewayError
 
 EXIT_OK: Final = 0
 EXIT_BAD_INPUT: Final = 2
 
-_COMMANDS: Final = (dump, tier, catalog, export, scrub, serve, demo_segment, api_key)
+_COMMANDS: Final = (dump, tier, catalog, export, scrub, serve, demo_segment, api_key, probe)
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -46,6 +56,7 @@ def _runner(command: str) -> Callable[[argparse.Namespace], int]:
         "demo": serve.run,
         "demo-segment": demo_segment.run,
         "api-key": api_key.run,
+        "probe": probe.run,
     }
     return runners[command]  # argparse rejects unknown commands
 

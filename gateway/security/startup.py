@@ -10,6 +10,7 @@
 
 from __future__ import annotations
 
+import os
 import stat
 from pathlib import Path
 
@@ -44,12 +45,17 @@ def private_key_files(settings: Settings) -> list[Path]:
 
 
 def check_private_file(path: Path) -> None:
-    """Refuse a private key file that group or others may read or write (as ssh does)."""
+    """Refuse a private key file that others may read or write, or that a group may write, or
+    read unless it is this process's own group (as ssh does, but for that one case: Kubernetes
+    mounts a Secret ``0440`` owned by the pod's ``fsGroup``, a group of the pod's user alone)."""
     try:
-        mode = path.stat().st_mode
+        st = path.stat()
     except OSError:
         return  # missing or unreadable: the loader names that problem itself
+    mode = st.st_mode
     loose = stat.S_IMODE(mode) & 0o077
+    if loose == 0o040 and st.st_gid == os.getegid():
+        loose = 0  # readable by our own group only
     if loose:
         raise ConfigurationError(
             f"private key file {path} is accessible to group or others (mode "

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -35,7 +36,7 @@ def test_off_loopback_needs_authentication_or_an_explicit_yes(tmp_path: Path) ->
     check_start(Settings(store="file:///x", host="0.0.0.0", api_keys_file=keys, acl_file=acl))
 
 
-@pytest.mark.parametrize("mode", [0o644, 0o640, 0o604, 0o660, 0o602])
+@pytest.mark.parametrize("mode", [0o644, 0o604, 0o660, 0o602, 0o620, 0o444])
 def test_a_private_key_others_may_read_is_refused(tmp_path: Path, mode: int) -> None:
     path = _key(tmp_path, mode)
     with pytest.raises(ConfigurationError, match="chmod 600") as caught:
@@ -47,9 +48,20 @@ def test_a_private_key_others_may_read_is_refused(tmp_path: Path, mode: int) -> 
     check_start(Settings(store="file:///x", key_pairs=[f"k1={path}"], allow_readable_keys=True))
 
 
-@pytest.mark.parametrize("mode", [0o600, 0o400])
+@pytest.mark.parametrize("mode", [0o600, 0o400, 0o440, 0o640])
 def test_a_private_key_only_its_owner_reads_is_accepted(tmp_path: Path, mode: int) -> None:
-    check_start(Settings(store="file:///x", key_pairs=[f"k1={_key(tmp_path, mode)}"]))
+    """0440 and 0640 with the file's group our own: a Kubernetes Secret under fsGroup."""
+    path = _key(tmp_path, mode)
+    os.chown(path, -1, os.getegid())
+    check_start(Settings(store="file:///x", key_pairs=[f"k1={path}"]))
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root to give the file another group")
+def test_a_key_another_group_may_read_is_refused(tmp_path: Path) -> None:
+    path = _key(tmp_path, 0o440)
+    os.chown(path, -1, os.getegid() + 1)
+    with pytest.raises(ConfigurationError, match="chmod 600"):
+        check_private_file(path)
 
 
 def test_the_tls_key_is_checked_too(tmp_path: Path) -> None:
