@@ -14,7 +14,8 @@
 #     OCI, so the HEALTHCHECK is kept. Chroot isolation: no daemon, no cgroup setup.
 #  3. The gateway image's entrypoint runs as 10001:10001 (`buildah run`) with a demo bucket, a key
 #     pair and the writable volume mounted as in Kubernetes; /readyz and a records request must
-#     answer 200, then SIGTERM must stop it.
+#     answer 200, `tiered-gateway probe` (the HEALTHCHECK) must exit 0, then SIGTERM must stop it.
+#     The spark image runs a real `export` of the demo's encrypted topic with a local master.
 #
 # Environment: WORK (scratch folder, default /tmp/tiered-gateway-image), MIRROR (Debian mirror),
 # PORT (the smoke test's port, default 18081), EXTRA_CA (a CA bundle the local base trusts; by
@@ -66,14 +67,16 @@ make_base() {
 }
 
 build() {  # build TARGET TAG
-    local version revision
+    local version revision source
     version="$(sed -n 's/^version = "\(.*\)"$/\1/p' "$REPO/pyproject.toml")"
     revision="$(git -C "$REPO" rev-parse HEAD 2>/dev/null || echo unknown)"
+    source="$(git -C "$REPO" config --get remote.origin.url 2>/dev/null || true)"
     log "buildah bud --target $1 -> $2 (version $version, revision $revision)"
     buildah bud --isolation chroot --format docker --layers \
         --build-arg "PYTHON_IMAGE=$BASE" \
         --build-arg "VERSION=$version" \
         --build-arg "REVISION=$revision" \
+        ${source:+--build-arg "SOURCE=$source"} \
         -f "$REPO/deploy/Dockerfile" --target "$1" -t "$2" "$REPO"
 }
 
@@ -88,16 +91,22 @@ python_descendant() {  # the first python3 process below PID (buildah run -> chr
     done
 }
 
-smoke_gateway() {  # the entrypoint as in Kubernetes: non-root, mounted bucket, key and volume
-    local image=$1 dir="$WORK/smoke" ctr pid code=000 i
+prepare_demo() {  # the demo bucket (5 topics, one encrypted) and its key pair, mode 0400, uid 10001
+    local dir="$WORK/smoke"
+    [[ -s "$dir/keys/demo.pem" ]] && return
     rm -rf "$dir"
-    mkdir -p "$dir/keys"
+    mkdir -p "$dir/keys" "$dir/out"
     "$REPO/.venv/bin/python" -c 'import sys; from pathlib import Path
 from gateway.demo.bucket import write_demo_bucket
 write_demo_bucket(Path(sys.argv[1]))' "$dir/demo"
     cp "$dir/demo/keys/demo.pem" "$dir/keys/demo.pem"
-    chown -R 10001:10001 "$dir/keys"
+    chown -R 10001:10001 "$dir/keys" "$dir/out"
     chmod 0400 "$dir/keys/demo.pem"
+}
+
+smoke_gateway() {  # the entrypoint as in Kubernetes: non-root, mounted bucket, key and volume
+    local image=$1 dir="$WORK/smoke" ctr pid code=000 i
+    prepare_demo
     ctr="$(buildah from "$image")"
     buildah run --isolation chroot --user 10001:10001 "$ctr" -- tiered-gateway --version
     local -a run=(buildah run --isolation chroot --user 10001:10001
@@ -139,25 +148,39 @@ write_demo_bucket(Path(sys.argv[1]))' "$dir/demo"
     log "smoke test passed"
 }
 
+smoke_spark() {  # a real `export` with a local Spark master: the encrypted topic to Parquet
+    local image=$1 dir="$WORK/smoke" ctr
+    prepare_demo
+    rm -rf "$dir/out/payments"
+    ctr="$(buildah from "$image")"
+    buildah run --isolation chroot --user 10001:10001 "$ctr" -- java -version
+    # SPARK_LOCAL_IP only here: buildah's chroot has a host name that /etc/hosts does not resolve
+    # (a pod's does).
+    buildah run --isolation chroot --user 10001:10001 -e SPARK_LOCAL_IP=127.0.0.1 \
+        -v "$dir/demo/bucket:/bucket:ro" -v "$dir/keys:/etc/tiered-gateway/keys:ro" \
+        -v "$dir/out:/out" "$ctr" -- tiered-gateway export --store file:///bucket \
+        --key-prefix demo/ --key-pair demo=/etc/tiered-gateway/keys/demo.pem --topic payments \
+        --isolation-level read_committed --output /out/payments --master 'local[2]' --quiet
+    buildah rm "$ctr" >/dev/null
+    [[ -e "$dir/out/payments/_SUCCESS" ]] || { log "spark smoke test failed"; exit 1; }
+    log "spark smoke test passed: $(find "$dir/out/payments" -name '*.parquet' | wc -l) Parquet files"
+}
+
 main() {
-    [[ "$(id -u)" == 0 ]] || { log "run as root (buildah without a user namespace setup)"; exit 1; }
-    require buildah mmdebstrap curl git
-    make_base
     case "$TARGETS" in
         gateway | spark | all) ;;
         *) log "usage: $0 [gateway|spark|all]"; exit 2 ;;
     esac
+    [[ "$(id -u)" == 0 ]] || { log "run as root (buildah without a user namespace setup)"; exit 1; }
+    require buildah mmdebstrap curl git
+    make_base
     if [[ "$TARGETS" != spark ]]; then
         build gateway localhost/tiered-gateway:dev
         smoke_gateway localhost/tiered-gateway:dev
     fi
     if [[ "$TARGETS" != gateway ]]; then
         build spark localhost/tiered-gateway-spark:dev
-        local ctr
-        ctr="$(buildah from localhost/tiered-gateway-spark:dev)"
-        buildah run --isolation chroot --user 10001:10001 "$ctr" -- java -version
-        buildah run --isolation chroot --user 10001:10001 "$ctr" -- tiered-gateway export --help
-        buildah rm "$ctr" >/dev/null
+        smoke_spark localhost/tiered-gateway-spark:dev
     fi
     buildah images --filter reference='localhost/tiered-gateway*'
 }

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import re
 from html.parser import HTMLParser
+from pathlib import Path
 
 import pytest
 from fastapi.testclient import TestClient
@@ -140,3 +141,14 @@ def test_docs_pages_load_their_assets_from_the_gateway(client: TestClient, page:
         assert asset.status_code == 200, url
         assert asset.content, url
     assert "cdn" not in r.text.lower()
+
+
+def test_the_image_s_build_commit_file(tmp_path: Path) -> None:
+    """The container image writes its REVISION into the environment's prefix."""
+    from gateway.api.build import COMMIT_FILE, _from_prefix  # noqa: PLC0415
+
+    assert _from_prefix(tmp_path) is None
+    (tmp_path / COMMIT_FILE).write_text("0123456789abcdef0123456789abcdef01234567\n")
+    assert _from_prefix(tmp_path) == "0123456789abcdef0123456789abcdef01234567"
+    (tmp_path / COMMIT_FILE).write_text("unknown\n")  # a build without a revision
+    assert _from_prefix(tmp_path) is None
