@@ -23,6 +23,11 @@ from gateway.errors import ConfigurationError, GatewayError
 FORMATS = ("parquet", "orc", "json")
 WRITERS = ("arrow", "spark")
 COMPRESSIONS = ("snappy", "zstd", "gzip", "lz4", "none")
+BOUNDS = (
+    "earliest, latest, an offset (every partition), Spark's per-partition JSON "
+    '(\'{"orders":{"0":23,"1":-2}}\', -2 earliest, -1 latest), or a time: @<epoch ms> or '
+    "ISO-8601 (2024-05-01T12:00:00Z; no zone means UTC), the first offset at or after it"
+)
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -31,8 +36,20 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--state-dir", help="plan from this catalog (tiered-gateway catalog scan)")
     p.add_argument("--topic", required=True)
     p.add_argument("--partitions", help="comma-separated partitions (default: all)")
-    p.add_argument("--from", dest="start", default="earliest", help="start (see above)")
-    p.add_argument("--to", dest="end", default="latest", help="end, exclusive (see above)")
+    p.add_argument(
+        "--from",
+        dest="start",
+        default="earliest",
+        metavar="BOUND",
+        help="where to start: " + BOUNDS + " (default: earliest)",
+    )
+    p.add_argument(
+        "--to",
+        dest="end",
+        default="latest",
+        metavar="BOUND",
+        help="where to stop, exclusive: the same forms (default: latest, the remote log end)",
+    )
     p.add_argument(
         "--isolation-level",
         choices=("read_uncommitted", "read_committed"),
@@ -74,7 +91,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    p = sub.add_parser("export", help="write a topic's records to Parquet with Spark")
+    p = sub.add_parser(
+        "export",
+        help="write a topic's records to Parquet with Spark",
+        description="Write a topic's records, read from the bucket, to Parquet (or ORC, JSON) "
+        "with Spark: one row per record with Spark's Kafka source columns.",
+    )
     add_arguments(p)
 
 

@@ -10,7 +10,8 @@ Prints a summary (``--json``: one JSON document) and the error and warning findi
 ``--report PATH`` also writes every finding as a Parquet table (PATH must not exist; no report
 is written without it). Exit code 0 when nothing is an error (warnings allowed), 1 when any
 finding is an error, 2 for usage and configuration errors (bad store URL, unreadable key file,
-pyspark not installed, report path taken).
+pyspark not installed, report path taken, no tiered segment in the scope unless
+``--allow-empty``: a wrong key prefix must not read as a clean bucket).
 """
 
 from __future__ import annotations
@@ -26,11 +27,13 @@ from typing import TYPE_CHECKING, Any
 
 from gateway.commands.common import add_key_pair_arg, add_store_args
 from gateway.errors import ConfigurationError, GatewayError
+from gateway.remote.keys import Suffix
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
     from gateway.scrub.job import ScrubResult
+    from gateway.storage.sync import SyncObjectStore
 
 MAX_FINDINGS_SHOWN = 50
 
@@ -51,6 +54,23 @@ def add_parser(sub: Any) -> None:
         "warnings, not errors (default: 900)",
     )
     s.add_argument("--json", action="store_true", help="print the summary as one JSON document")
+    s.add_argument(
+        "--allow-empty",
+        action="store_true",
+        help="a scope with no tiered segment is clean (exit 0); by default it is an error "
+        "(exit 2): a wrong --key-prefix or bucket would otherwise report clean forever",
+    )
+
+
+def has_segments(store: SyncObjectStore, prefix: str, topic: str | None) -> bool:
+    """Whether ``prefix`` holds a segment manifest (of ``topic``); stops at the first one."""
+    suffix = "." + Suffix.MANIFEST
+    for info in store.list(prefix):
+        if info.key.endswith(suffix) and (
+            topic is None or info.key[len(prefix) :].startswith(topic + "-")
+        ):
+            return True
+    return False
 
 
 def _key_pairs(specs: list[str]) -> tuple[tuple[str, bytes], ...]:
@@ -134,7 +154,18 @@ def run(args: argparse.Namespace) -> int:
     if args.report is not None and args.report.exists():
         raise ConfigurationError(f"--report {args.report}: already exists (choose a new path)")
     spec = SyncStoreSpec(args.store, args.s3_endpoint_url, args.s3_region, args.s3_path_style)
-    spec.open().close()  # a bad URL is a usage error before Spark starts
+    store = spec.open()  # a bad URL is a usage error before Spark starts
+    try:
+        found = has_segments(store, args.key_prefix, args.topic)
+    finally:
+        store.close()
+    if not found and not args.allow_empty:
+        what = f"of topic {args.topic!r} " if args.topic else ""
+        raise ConfigurationError(
+            f"no tiered segment {what}under key prefix {args.key_prefix!r} of {args.store} "
+            "(no .rsm-manifest object): check --key-prefix and --store, or pass --allow-empty "
+            "if an empty scope is expected"
+        )
     key_pairs = _key_pairs(args.key_pair)
     with _spark_failures():
         spark, owned = _session(args.master)

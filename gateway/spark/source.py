@@ -16,6 +16,8 @@ before it asks for the partitions, so the plan must exist by then. Each task rea
 
 from __future__ import annotations
 
+import os
+import sys
 from collections.abc import Iterator
 
 import pyarrow as pa
@@ -103,4 +105,30 @@ class TieredKafkaDataSource(DataSource):
 
 def register(spark: object) -> None:
     """``spark.dataSource.register(TieredKafkaDataSource)`` for a SparkSession."""
+    use_this_interpreter()
     spark.dataSource.register(TieredKafkaDataSource)  # type: ignore[attr-defined]
+
+
+def use_this_interpreter() -> None:
+    """Local Python workers run this interpreter (whose environment has ``gateway``), not the
+    first ``python3`` on PATH, unless the user chose one (``PYSPARK_PYTHON``,
+    ``spark.pyspark.python``): a plain ``python`` process without its venv activated reads the
+    source as well as one with it. Spark reads the choice when a context starts
+    (``PYSPARK_PYTHON``) and when a data source is registered (the context's ``pythonExec``),
+    so both are set: on import of this module and by :func:`register`. Only for a local
+    master: a cluster's workers have their own interpreter (docs/spark.md)."""
+    if "PYSPARK_PYTHON" in os.environ:
+        return
+    from pyspark import SparkContext  # noqa: PLC0415
+
+    context = SparkContext._active_spark_context
+    if context is None:
+        os.environ["PYSPARK_PYTHON"] = sys.executable  # for the context about to start
+        return
+    conf = context.getConf()
+    local = conf.get("spark.master", "").startswith("local")
+    if local and not conf.get("spark.pyspark.python", ""):
+        context.pythonExec = sys.executable
+
+
+use_this_interpreter()
