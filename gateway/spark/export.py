@@ -24,7 +24,9 @@ A session is built when none exists (``--master``, else ``local[*]`` outside spa
 whose ``--master`` wins). Progress goes to stderr: the running stages' finished and running
 tasks, refreshed in place on a terminal and every few seconds otherwise. The last line on
 stdout is a JSON summary. A failed task (corrupt data, an unreachable store) ends the job with
-exit code 1 and its error on stderr, and no ``_SUCCESS``.
+exit code 1 and its error on stderr, and no ``_SUCCESS``; it leaves nothing of its own behind
+(the output folder it created is removed, or in an existing one the files of this job), so a
+retry meets the output as it was.
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ from __future__ import annotations
 import argparse
 import functools
 import json
+import logging
 import os
 import sys
 import threading
@@ -57,10 +60,13 @@ from gateway.spark.sink import (
     open_output,
     partition_dir,
     redact,
+    remove_job_files,
     remove_leftovers,
     write_split,
 )
 from gateway.spark.source import TieredKafkaDataSource
+
+log = logging.getLogger(__name__)
 
 EXIT_OK = 0
 EXIT_FAILED = 1  # a task failed: corrupt data, the store unreachable
@@ -202,17 +208,26 @@ def _export_with_arrow(
     fs, root = open_output(args.output)
     plan = build_plan(parse_options(options))  # before --mode overwrite deletes
     shown = redact(args.output)
+    folders = [partition_dir(root, s) for s in plan.splits]
     try:
+        existed = fs.get_file_info(root).type != pafs.FileType.NotFound
         if not prepare_output(fs, root, args.mode, shown):
             return {"records": 0, "files": 0, "bytes": 0, "skipped": True}
         results: list[Written] = []
-        if plan.splits:
-            job = functools.partial(write_split, ctx=plan.context, out=out)
-            rdd = spark.sparkContext.parallelize(plan.splits, len(plan.splits))
-            results = rdd.map(job).collect()
-        remove_leftovers(fs, (partition_dir(root, s) for s in plan.splits), out.job)
-        with fs.open_output_stream(f"{root}/_SUCCESS"):
-            pass
+        try:
+            if plan.splits:
+                job = functools.partial(write_split, ctx=plan.context, out=out)
+                rdd = spark.sparkContext.parallelize(plan.splits, len(plan.splits))
+                results = rdd.map(job).collect()
+            remove_leftovers(fs, folders, out.job)
+            with fs.open_output_stream(f"{root}/_SUCCESS"):
+                pass
+        except BaseException:
+            # A failed export leaves nothing of its own: a retry meets the output as it was.
+            # Its other tasks may still be writing: stop them and wait before removing.
+            settle(spark)
+            undo_export(fs, root, folders, out.job, created=not existed)
+            raise
     except OSError as exc:  # the driver's own listing, deletes and _SUCCESS
         raise ExportFailedError(f"export to {shown}: {exc}") from exc
     return {
@@ -220,6 +235,38 @@ def _export_with_arrow(
         "files": sum(1 for r in results if r.path is not None),
         "bytes": sum(r.bytes for r in results),
     }
+
+
+SETTLE_S = 60.0
+
+
+def settle(spark: SparkSession, wait_s: float = SETTLE_S) -> None:
+    """Cancel this context's jobs and wait (at most ``wait_s``) until no task runs on any
+    executor (a failed stage is over before its other tasks are), so no task of a failed job
+    writes a file after its cleanup."""
+    context = spark.sparkContext
+    context.cancelAllJobs()
+    tracker = context.statusTracker()
+    deadline = time.monotonic() + wait_s
+    while time.monotonic() < deadline:
+        running = sum(e.numRunningTasks for e in tracker.getExecutorInfos())
+        if not running and not tracker.getActiveStageIds():
+            return
+        time.sleep(0.1)
+
+
+def undo_export(
+    fs: pafs.FileSystem, root: str, folders: list[str], job: str, *, created: bool
+) -> None:
+    """After a failure: the output folder when this export created it, else the files this
+    job wrote in it (other jobs' files stay). Best effort: the failure is what is reported."""
+    try:
+        if created:
+            fs.delete_dir(root)
+        else:
+            remove_job_files(fs, folders, job)
+    except OSError:
+        log.warning("export to %s failed and its files could not all be removed", redact(root))
 
 
 def prepare_output(fs: pafs.FileSystem, root: str, mode: str, shown: str) -> bool:

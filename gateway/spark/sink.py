@@ -169,6 +169,23 @@ def remove_leftovers(fs: pafs.FileSystem, folders: Iterable[str], job: str) -> i
     return len(stale)
 
 
+def remove_job_files(fs: pafs.FileSystem, folders: Iterable[str], job: str) -> int:
+    """Delete every file, finished or temporary, that job ``job`` wrote in ``folders``."""
+    mine = []
+    for folder in sorted(set(folders)):
+        selector = pafs.FileSelector(folder, allow_not_found=True)
+        mine += [
+            info.path
+            for info in fs.get_file_info(selector)
+            if info.type == pafs.FileType.File
+            and info.base_name.lstrip(".").startswith("part-")
+            and f"-{job}." in info.base_name
+        ]
+    for path in mine:
+        _remove(fs, path)
+    return len(mine)
+
+
 def redact(uri: str) -> str:
     """``uri`` without credentials (``user:secret@`` and key query parameters) for messages."""
     parts = urlsplit(uri)
