@@ -85,6 +85,15 @@ def _key_pairs(specs: list[str]) -> tuple[tuple[str, bytes], ...]:
     return tuple(pairs)
 
 
+def _require_pyspark() -> None:
+    try:
+        import pyspark.sql  # noqa: F401, PLC0415
+    except ImportError as exc:
+        raise ConfigurationError(
+            "scrub needs pyspark: pip install 'tiered-gateway[spark]'"
+        ) from exc
+
+
 def _session(master: str) -> tuple[SparkSession, bool]:
     """The active session (tests, notebooks, spark-submit) or a new one we own and stop."""
     try:
@@ -155,6 +164,8 @@ def run(args: argparse.Namespace) -> int:
         raise ConfigurationError(f"--report {args.report}: already exists (choose a new path)")
     spec = SyncStoreSpec(args.store, args.s3_endpoint_url, args.s3_region, args.s3_path_style)
     store = spec.open()  # a bad URL is a usage error before Spark starts
+    key_pairs = _key_pairs(args.key_pair)
+    _require_pyspark()
     try:
         found = has_segments(store, args.key_prefix, args.topic)
     finally:
@@ -166,7 +177,6 @@ def run(args: argparse.Namespace) -> int:
             "(no .rsm-manifest object): check --key-prefix and --store, or pass --allow-empty "
             "if an empty scope is expected"
         )
-    key_pairs = _key_pairs(args.key_pair)
     with _spark_failures():
         spark, owned = _session(args.master)
         try:
