@@ -16,6 +16,7 @@ import argparse
 import sys
 from collections.abc import Sequence
 from datetime import UTC, datetime
+from pathlib import Path
 
 from gateway.commands.common import add_key_pair_arg, add_store_args
 from gateway.errors import ConfigurationError, GatewayError
@@ -88,6 +89,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help="segment bytes per Spark task (larger segments are split at index entries)",
     )
     p.add_argument("--quiet", action="store_true", help="no progress line")
+    p.add_argument(
+        "--spark-log",
+        type=Path,
+        metavar="FILE",
+        help="Spark's own log, traces included (default: a new file in the temp folder, "
+        "named on failure); the terminal shows only the progress line and the error",
+    )
 
 
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

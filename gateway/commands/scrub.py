@@ -55,6 +55,12 @@ def add_parser(sub: Any) -> None:
     )
     s.add_argument("--json", action="store_true", help="print the summary as one JSON document")
     s.add_argument(
+        "--spark-log",
+        type=Path,
+        metavar="FILE",
+        help="Spark's own log, traces included (default: a new file in the temp folder)",
+    )
+    s.add_argument(
         "--allow-empty",
         action="store_true",
         help="a scope with no tiered segment is clean (exit 0); by default it is an error "
@@ -94,8 +100,9 @@ def _require_pyspark() -> None:
         ) from exc
 
 
-def _session(master: str) -> tuple[SparkSession, bool]:
-    """The active session (tests, notebooks, spark-submit) or a new one we own and stop."""
+def _session(master: str, log_path: Path) -> tuple[SparkSession, bool]:
+    """The active session (tests, notebooks, spark-submit) or a new one we own and stop, its
+    own log in ``log_path`` (:mod:`gateway.spark.logs`)."""
     try:
         from pyspark.sql import SparkSession  # noqa: PLC0415
     except ImportError as exc:
@@ -106,19 +113,18 @@ def _session(master: str) -> tuple[SparkSession, bool]:
     if active is not None:
         return active, False
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)  # executors import gateway too
-    builder: Any = SparkSession.builder
-    session = (
-        builder.master(master)
-        .appName("tiered-gateway scrub")
-        .config("spark.ui.showConsoleProgress", "false")
-        .getOrCreate()
-    )
+    from gateway.spark.logs import quiet_session_conf  # noqa: PLC0415
+
+    builder: Any = SparkSession.builder.master(master).appName("tiered-gateway scrub")
+    for key, value in quiet_session_conf(log_path).items():
+        builder = builder.config(key, value)
+    session = builder.getOrCreate()
     session.sparkContext.setLogLevel("ERROR")
     return session, True
 
 
 @contextlib.contextmanager
-def _spark_failures() -> Iterator[None]:
+def _spark_failures(log_path: Path) -> Iterator[None]:
     """Spark itself failing (no Java, a bad ``--master``, a lost executor) is exit code 2 with
     one line, not a traceback that exits 1 like a bucket with errors."""
     try:
@@ -132,7 +138,10 @@ def _spark_failures() -> Iterator[None]:
         if not isinstance(exc, PySparkException | Py4JError):
             raise
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
-        raise ConfigurationError(f"the Spark job failed: {type(exc).__name__}: {first}") from exc
+        raise ConfigurationError(
+            f"the Spark job failed: {type(exc).__name__}: {first} (Spark's log, with the "
+            f"traces: {log_path})"
+        ) from exc
 
 
 def _print_text(result: ScrubResult, report: Path | None) -> None:
@@ -177,8 +186,11 @@ def run(args: argparse.Namespace) -> int:
             "(no .rsm-manifest object): check --key-prefix and --store, or pass --allow-empty "
             "if an empty scope is expected"
         )
-    with _spark_failures():
-        spark, owned = _session(args.master)
+    from gateway.spark.logs import default_log_path  # noqa: PLC0415
+
+    log_path = args.spark_log or default_log_path("scrub")
+    with _spark_failures(log_path):
+        spark, owned = _session(args.master, log_path)
         try:
             from gateway.scrub.job import ScrubConfig, run_scrub, write_report  # noqa: PLC0415
 

@@ -40,6 +40,7 @@ import sys
 import threading
 import time
 import uuid
+from pathlib import Path
 from typing import TextIO
 
 import pyarrow.fs as pafs
@@ -51,6 +52,7 @@ from pyspark.sql.functions import count, lit
 from gateway.errors import ConfigurationError, ExportFailedError
 from gateway.spark import FORMAT_NAME
 from gateway.spark.driver import build_plan
+from gateway.spark.logs import default_log_path, quiet_session_conf
 from gateway.spark.options import parse_options
 from gateway.spark.sink import (
     OBJECT_STORES,
@@ -122,12 +124,20 @@ class Progress:
             self._out.flush()
 
 
-def session(master: str | None, app_name: str = "tiered-gateway export") -> SparkSession:
-    """The active session, else a new one (``local[*]`` unless spark-submit sets a master)."""
+def session(
+    master: str | None,
+    app_name: str = "tiered-gateway export",
+    log_path: Path | None = None,
+) -> SparkSession:
+    """The active session, else a new one (``local[*]`` unless spark-submit sets a master)
+    whose own log goes to ``log_path`` (:mod:`gateway.spark.logs`), not the terminal."""
     active = SparkSession.getActiveSession()
     if active is not None:
         return active
     builder = SparkSession.builder.appName(app_name)
+    if log_path is not None:
+        for key, value in quiet_session_conf(log_path).items():
+            builder = builder.config(key, value)
     if not master and "PYSPARK_GATEWAY_PORT" not in os.environ:  # not under spark-submit
         master = "local[*]"
     if master:
@@ -320,11 +330,13 @@ class _Quiet:
 
 def run_export(args: argparse.Namespace, options: dict[str, str]) -> int:
     """The CLI's entry: build (or reuse) a session, export, print the summary."""
-    spark = session(args.master)
+    log_path = args.spark_log or default_log_path("export")
+    spark = session(args.master, log_path=log_path)
     try:
         summary = export(spark, args, options)
     except ExportFailedError as exc:
         print(f"error: {exc}", file=sys.stderr)
+        print(f"(Spark's log, with the traces: {log_path})", file=sys.stderr)
         return EXIT_FAILED
     print(json.dumps(summary, separators=(",", ":")))
     return EXIT_OK

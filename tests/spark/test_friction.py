@@ -68,3 +68,36 @@ def test_export_help_says_what_its_bounds_take(capsys: pytest.CaptureFixture[str
     out = capsys.readouterr().out
     assert "see above" not in out
     assert "ISO-8601" in out and "@<epoch ms>" in out and "exclusive" in out
+
+
+def test_a_failed_export_says_one_thing_and_keeps_the_traces_in_its_log(
+    demo: DemoBucket, tmp_path: Path
+) -> None:
+    """A fresh process (Spark's logging is set when its JVM starts): a corrupt batch gives a
+    handful of lines on stderr ending with the typed error and the log's path; the traces are
+    in that log, and no output folder is left."""
+    import shutil  # noqa: PLC0415
+
+    bucket = tmp_path / "bucket"
+    shutil.copytree(demo.root / "bucket", bucket)
+    log = max(bucket.rglob("orders-*/0/*.log"), key=lambda p: p.stat().st_size)
+    data = bytearray(log.read_bytes())
+    data[len(data) // 2] ^= 0x5A
+    log.write_bytes(bytes(data))
+    spark_log = tmp_path / "spark.log"
+    env = {k: v for k, v in os.environ.items() if k != "PYSPARK_PYTHON"}
+    env.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    done = subprocess.run(
+        [sys.executable, "-m", "gateway.cli", "export", "--store", bucket.as_uri(),
+         "--key-prefix", demo.key_prefix, "--topic", "orders", "--output", str(tmp_path / "out"),
+         "--master", "local[2]", "--spark-log", str(spark_log)],
+        env=env, capture_output=True, text=True, timeout=600, check=False,
+    )  # fmt: skip
+    assert done.returncode == 1, done.stderr[-3000:]
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) <= 6, done.stderr[-3000:]  # was ~150: Spark's traces, then the error
+    assert any(ln.startswith("error: export of orders failed") and "CrcMismatch" in ln
+               for ln in lines)  # fmt: skip
+    assert str(spark_log) in lines[-1]
+    assert "CrcMismatchError" in spark_log.read_text()  # the traces, kept
+    assert not (tmp_path / "out").exists()
