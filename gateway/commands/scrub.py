@@ -197,7 +197,12 @@ def run(args: argparse.Namespace) -> int:
             config = ScrubConfig(
                 spec, args.key_prefix, key_pairs, args.topic, upload_grace_s=args.upload_grace
             )
-            result = run_scrub(spark, config)
+            from gateway.spark.progress import Progress  # noqa: PLC0415
+
+            scope = args.topic or args.key_prefix or args.store
+            progress = contextlib.nullcontext() if args.json else Progress(spark, f"scrub {scope}")
+            with progress:  # one line on stderr: tasks done, rate, ETA
+                result = run_scrub(spark, config)
             report = str(args.report.resolve()) if args.report is not None else None
             if report is not None:
                 write_report(spark, result.findings, report)

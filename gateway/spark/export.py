@@ -37,11 +37,9 @@ import json
 import logging
 import os
 import sys
-import threading
 import time
 import uuid
 from pathlib import Path
-from typing import TextIO
 
 import pyarrow.fs as pafs
 from py4j.protocol import Py4JJavaError
@@ -54,6 +52,7 @@ from gateway.spark import FORMAT_NAME
 from gateway.spark.driver import build_plan
 from gateway.spark.logs import default_log_path, quiet_session_conf
 from gateway.spark.options import parse_options
+from gateway.spark.progress import Progress
 from gateway.spark.sink import (
     OBJECT_STORES,
     OutputSpec,
@@ -78,50 +77,6 @@ _CODECS = {
     "orc": frozenset({"none", "snappy", "zstd", "lz4", "gzip"}),
     "json": frozenset({"none", "gzip", "lz4", "snappy"}),  # Hadoop's codecs without natives
 }
-
-
-class Progress:
-    """A daemon thread printing the running stages' task counts until stopped."""
-
-    def __init__(self, spark: SparkSession, label: str, out: TextIO = sys.stderr) -> None:
-        self._tracker = spark.sparkContext.statusTracker()
-        self._label = label
-        self._out = out
-        self._tty = out.isatty()
-        self._stop = threading.Event()
-        self._started = time.monotonic()
-        self._thread = threading.Thread(target=self._run, name="export-progress", daemon=True)
-
-    def __enter__(self) -> Progress:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        self._thread.join(timeout=5)
-        if self._tty:
-            self._out.write("\n")
-            self._out.flush()
-
-    def line(self) -> str | None:
-        stages = [self._tracker.getStageInfo(s) for s in self._tracker.getActiveStageIds()]
-        known = [s for s in stages if s is not None]
-        if not known:
-            return None
-        done = sum(s.numCompletedTasks for s in known)
-        total = sum(s.numTasks for s in known)
-        running = sum(s.numActiveTasks for s in known)
-        elapsed = time.monotonic() - self._started
-        return f"{self._label}: {done}/{total} tasks done, {running} running, {elapsed:.0f} s"
-
-    def _run(self) -> None:
-        every = 0.5 if self._tty else 5.0
-        while not self._stop.wait(every):
-            text = self.line()
-            if text is None:
-                continue
-            self._out.write(f"\r{text}\x1b[K" if self._tty else f"{text}\n")
-            self._out.flush()
 
 
 def session(
