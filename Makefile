@@ -64,6 +64,7 @@ bench: $(VENV)/.installed-dev
 	$(BIN)/python -m tests.bench.bench_render
 	$(BIN)/python -m tests.bench.bench_cold
 	$(BIN)/python -m tests.bench.bench_spark
+	$(BIN)/python -m tests.bench.bench_first_run
 	$(BIN)/python -m tests.bench.bench_http --docs docs/benchmarks.md
 
 # Locust against `serve` on a generated bucket: RPS, failures, latencies, GETs/MB, RSS over the
