@@ -150,40 +150,35 @@ def _remove(fs: pafs.FileSystem, path: str) -> None:
         fs.delete_file(path)
 
 
+def _remove_job_files(
+    fs: pafs.FileSystem, folders: Iterable[str], job: str, *, temp_only: bool
+) -> int:
+    """Delete the files job ``job`` wrote in ``folders`` (only its temp files when
+    ``temp_only``); other jobs' files stay. How many were removed."""
+    mine = []
+    for folder in sorted(set(folders)):
+        selector = pafs.FileSelector(folder, allow_not_found=True)
+        for info in fs.get_file_info(selector):
+            name = info.base_name
+            if info.type != pafs.FileType.File or f"-{job}." not in name:
+                continue
+            temp = name.startswith(".part-") and TEMP_MARK in name
+            if temp or (not temp_only and name.lstrip(".").startswith("part-")):
+                mine.append(info.path)
+    for path in mine:
+        _remove(fs, path)
+    return len(mine)
+
+
 def remove_leftovers(fs: pafs.FileSystem, folders: Iterable[str], job: str) -> int:
     """Delete the temp files this job's killed task attempts left in ``folders`` (other jobs
     writing to the same output keep theirs); how many were removed."""
-    stale = []
-    for folder in sorted(set(folders)):
-        selector = pafs.FileSelector(folder, allow_not_found=True)
-        stale += [
-            info.path
-            for info in fs.get_file_info(selector)
-            if info.type == pafs.FileType.File
-            and info.base_name.startswith(".part-")
-            and f"-{job}." in info.base_name
-            and TEMP_MARK in info.base_name
-        ]
-    for path in stale:
-        _remove(fs, path)
-    return len(stale)
+    return _remove_job_files(fs, folders, job, temp_only=True)
 
 
 def remove_job_files(fs: pafs.FileSystem, folders: Iterable[str], job: str) -> int:
     """Delete every file, finished or temporary, that job ``job`` wrote in ``folders``."""
-    mine = []
-    for folder in sorted(set(folders)):
-        selector = pafs.FileSelector(folder, allow_not_found=True)
-        mine += [
-            info.path
-            for info in fs.get_file_info(selector)
-            if info.type == pafs.FileType.File
-            and info.base_name.lstrip(".").startswith("part-")
-            and f"-{job}." in info.base_name
-        ]
-    for path in mine:
-        _remove(fs, path)
-    return len(mine)
+    return _remove_job_files(fs, folders, job, temp_only=False)
 
 
 def redact(uri: str) -> str:
