@@ -41,7 +41,7 @@ from gateway.service.locate import Claim, remote_bounds, resolve
 from gateway.service.types import IsolationLevel
 from gateway.spark.dataloss import hole, lost
 from gateway.spark.options import Bound, BoundKind, ReadOptions
-from gateway.spark.plan import Split, plan_partition, segment_ref
+from gateway.spark.plan import SegmentRef, Split, plan_partition, segment_ref, share_bytes
 from gateway.spark.segments import ReadContext, TxnChain
 from gateway.spark.timestamps import offset_for_timestamp
 
@@ -54,6 +54,7 @@ class PartitionRange:
     partition: int
     start_offset: int  # resolved, inclusive
     end_offset: int  # resolved, exclusive
+    topic: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,7 +106,9 @@ def _load(opts: ReadOptions) -> tuple[RemoteLogMetadataManager, Claims]:
         raise
     if not scan.report.manifests:  # a wrong keyPrefix: say what lies around it
         rlmm.close()
-        raise UnknownTopicOrPartitionError(f"topic {opts.topic!r}: {scan.report.scope_warning}")
+        raise UnknownTopicOrPartitionError(
+            f"{opts.subscription.describe()}: {scan.report.scope_warning}"
+        )
     return rlmm, scan.claims()
 
 
@@ -185,32 +188,56 @@ def _resolve(
     )
 
 
+def _topics(rlmm: RemoteLogMetadataManager, opts: ReadOptions, claims: Claims) -> list[str]:
+    """The topics the read subscribes to: the named ones, or those of the remote tier (the
+    metadata, and the manifests it could not read) whose names match ``subscribePattern``."""
+    sub = opts.subscription
+    if sub.pattern is None:
+        return list(sub.topics)
+    return sub.select([*rlmm.topics(), *(tp.topic for tp in claims)])
+
+
 def _partitions(
-    rlmm: RemoteLogMetadataManager, opts: ReadOptions, claims: Claims
+    rlmm: RemoteLogMetadataManager, opts: ReadOptions, topic: str, claims: Claims
 ) -> list[TopicIdPartition]:
-    topic_id = rlmm.resolve_topic(opts.topic, opts.topic_id)
+    topic_id = rlmm.resolve_topic(topic, opts.topic_id)
     known = {tp.partition: tp for tp in rlmm.partitions(topic_id)}
     claimed = {
         tp.partition: c
         for tp, c in claims.items()
         if tp.topic_id == topic_id and tp.partition not in known and c
     }
-    asked = sorted(claimed) if opts.partitions is None else opts.partitions
-    for p in asked:
+    asked = opts.partitions_of(topic)
+    for p in sorted(claimed) if asked is None else asked:
         if p in claimed:
             lost(
                 opts.fail_on_data_loss,
-                f"partition {p} of {opts.topic} has no readable segment",
+                f"partition {p} of {topic} has no readable segment",
                 claimed[p],
             )
-    if opts.partitions is None:
+    if asked is None:
         return [known[p] for p in sorted(known)]
-    missing = sorted(set(opts.partitions) - set(known) - set(claimed))
+    missing = sorted(set(asked) - set(known) - set(claimed))
     if missing:
         raise UnknownTopicOrPartitionError(
-            f"topic {opts.topic!r} has no remote data for partitions {missing}"
+            f"topic {topic!r} has no remote data for partitions {missing}"
         )
-    return [known[p] for p in opts.partitions if p in known]
+    return [known[p] for p in asked if p in known]
+
+
+def subscribed_partitions(
+    rlmm: RemoteLogMetadataManager, opts: ReadOptions, claims: Claims
+) -> list[TopicIdPartition]:
+    """Every partition the read takes, topic by topic. A pattern that matches no topic is
+    :class:`UnknownTopicOrPartitionError` naming the topics there are."""
+    topics = _topics(rlmm, opts, claims)
+    if not topics:
+        there = sorted(rlmm.topics())
+        raise UnknownTopicOrPartitionError(
+            f"{opts.subscription.describe()} matches no topic of the remote tier "
+            f"(it holds {there if there else 'none'})"
+        )
+    return [tp for topic in topics for tp in _partitions(rlmm, opts, topic, claims)]
 
 
 def _check_ends(
@@ -225,7 +252,7 @@ def _check_ends(
     """Unreadable manifests before the remote log start (a read from it) or after its end (a
     read to it) would have held records of the read."""
     start, end = bounds
-    where = f"partition {tp.partition} of {opts.topic}"
+    where = f"partition {tp.partition} of {tp.topic}"
     before = [c for c in claims if c.start_offset < start]
     if before and lo == start:
         lost(
@@ -234,6 +261,86 @@ def _check_ends(
     after = [c for c in claims if c.start_offset >= end]
     if after and hi == end:
         lost(opts.fail_on_data_loss, f"{where}: offsets after the remote log end {end}", after)
+
+
+def resolve_ranges(
+    opts: ReadOptions, rlmm: RemoteLogMetadataManager, claims: Claims
+) -> list[tuple[TopicIdPartition, int, int]]:
+    """Each subscribed partition with its bounds resolved: offsets ``[lo, hi)``."""
+    ctx = context_of(opts)
+    out = []
+    fail = opts.fail_on_data_loss
+    for tp in subscribed_partitions(rlmm, opts, claims):
+        p = tp.partition
+        claimed = claims.get(tp, ())
+        lo = _resolve(
+            opts.start.for_partition(tp.topic, p), rlmm, tp, ctx, ending=False,
+            strategy=opts.start_timestamp_strategy, claims=claimed, fail_on_data_loss=fail,
+        )  # fmt: skip
+        hi = _resolve(
+            opts.end.for_partition(tp.topic, p), rlmm, tp, ctx, ending=True, strategy="",
+            claims=claimed, fail_on_data_loss=fail,
+        )  # fmt: skip
+        if lo > hi:
+            raise ConfigurationError(
+                f"partition {p} of {tp.topic}: the starting offset {lo} is after the "
+                f"ending offset {hi}"
+            )
+        _check_ends(opts, tp, claimed, bounds=remote_bounds(rlmm, tp), lo=lo, hi=hi)
+        out.append((tp, lo, hi))
+    return out
+
+
+def plan_ranges(
+    opts: ReadOptions,
+    rlmm: RemoteLogMetadataManager,
+    claims: Claims,
+    ranges: Sequence[tuple[TopicIdPartition, int, int]],
+) -> ReadPlan:
+    """The splits reading offsets ``[lo, hi)`` of each partition: the lineage walk of each
+    (a hole inside a range fails or is skipped by ``failOnDataLoss``), cut by
+    ``maxBytesPerPartition``, or finer until there are ``minPartitions`` splits."""
+    ctx = context_of(opts)
+    committed = opts.isolation is IsolationLevel.READ_COMMITTED
+    shares: list[tuple[TopicIdPartition, list[tuple[SegmentRef, int, int]]]] = []
+    chains: list[TxnChain] = []
+    for tp, lo, hi in ranges:
+        if lo >= hi:
+            continue
+        walk = walk_segments(
+            rlmm, tp, lo, hi, to_end=committed, fail_on_data_loss=opts.fail_on_data_loss,
+            claims=claims.get(tp, ()),
+        )  # fmt: skip
+        refs = [
+            segment_ref(meta, opts.key_prefix, i) for i, (meta, _, _) in enumerate(walk.segments)
+        ]
+        shares.append((
+            tp,
+            [
+                (ref, seg_lo, min(seg_hi, hi))
+                for ref, (_, seg_lo, seg_hi) in zip(refs, walk.segments, strict=True)
+                if seg_lo < hi
+            ],
+        ))  # fmt: skip
+        if committed:
+            chains.append(TxnChain(tp.partition, tuple(refs), walk.gap, tp.topic))
+    max_bytes = opts.max_bytes_per_partition
+    if opts.min_partitions is not None:
+        total = sum(share_bytes(ref, lo, hi) for _, walk in shares for ref, lo, hi in walk)
+        max_bytes = min(max_bytes, max(1, total // opts.min_partitions))
+    splits = [
+        split
+        for tp, walk in shares
+        for split in plan_partition(tp.topic, tp.partition, walk, max_bytes)
+    ]
+    context = ReadContext(
+        ctx.store, ctx.key_prefix, ctx.key_pairs, ctx.include_headers, ctx.isolation,
+        ctx.max_rows, tuple(chains),
+    )  # fmt: skip
+    partition_ranges = tuple(
+        PartitionRange(tp.partition, lo, hi, tp.topic) for tp, lo, hi in ranges
+    )
+    return ReadPlan(context, tuple(splits), partition_ranges)
 
 
 def build_plan(
@@ -248,54 +355,8 @@ def build_plan(
         manager, claims = _load(opts)
     else:
         manager, claims = rlmm, claims or {}
-    ctx = context_of(opts)
-    committed = opts.isolation is IsolationLevel.READ_COMMITTED
-    splits: list[Split] = []
-    ranges: list[PartitionRange] = []
-    chains: list[TxnChain] = []
     try:
-        for tp in _partitions(manager, opts, claims):
-            p = tp.partition
-            claimed = claims.get(tp, ())
-            fail = opts.fail_on_data_loss
-            lo = _resolve(
-                opts.start.for_partition(p), manager, tp, ctx, ending=False,
-                strategy=opts.start_timestamp_strategy, claims=claimed, fail_on_data_loss=fail,
-            )  # fmt: skip
-            hi = _resolve(
-                opts.end.for_partition(p), manager, tp, ctx, ending=True, strategy="",
-                claims=claimed, fail_on_data_loss=fail,
-            )  # fmt: skip
-            if lo > hi:
-                raise ConfigurationError(
-                    f"partition {p} of {opts.topic}: the starting offset {lo} is after the "
-                    f"ending offset {hi}"
-                )
-            ranges.append(PartitionRange(p, lo, hi))
-            _check_ends(opts, tp, claimed, bounds=remote_bounds(manager, tp), lo=lo, hi=hi)
-            if lo == hi:
-                continue
-            walk = walk_segments(
-                manager, tp, lo, hi,
-                to_end=committed, fail_on_data_loss=fail, claims=claimed,
-            )  # fmt: skip
-            refs = [
-                segment_ref(meta, opts.key_prefix, i)
-                for i, (meta, _, _) in enumerate(walk.segments)
-            ]
-            shares = [
-                (ref, seg_lo, min(seg_hi, hi))
-                for ref, (_, seg_lo, seg_hi) in zip(refs, walk.segments, strict=True)
-                if seg_lo < hi
-            ]
-            splits += plan_partition(opts.topic, p, shares, opts.max_bytes_per_partition)
-            if committed:
-                chains.append(TxnChain(p, tuple(refs), walk.gap))
+        return plan_ranges(opts, manager, claims, resolve_ranges(opts, manager, claims))
     finally:
         if own:
             manager.close()
-    context = ReadContext(
-        ctx.store, ctx.key_prefix, ctx.key_pairs, ctx.include_headers, ctx.isolation,
-        ctx.max_rows, tuple(chains),
-    )  # fmt: skip
-    return ReadPlan(context, tuple(splits), tuple(ranges))

@@ -11,10 +11,14 @@ by changing the format name (and swapping ``kafka.bootstrap.servers`` for ``stor
 ``keyPairs``                        ``ID=PEM_PATH`` pairs, comma-separated (paths readable on
                                     every executor)
 ``catalog``                         a ``--state-dir`` catalog to plan from instead of a scan
-``topic`` / ``subscribe`` /         one topic; ``assign`` as Spark's JSON ``{"t":[0,1]}``
-``assign``
-``topicId``                         one incarnation of a re-created topic
-``partitions``                      ``0,1,5`` (default: every partition with remote data)
+``topic`` / ``subscribe``           one topic / topics, comma-separated
+``subscribePattern``                topics whose whole name matches a regular expression
+``assign``                          Spark's JSON ``{"t":[0,1],"u":[2]}``
+``topicId``                         one incarnation of a re-created topic (one topic only)
+``partitions``                      ``0,1,5`` of every topic (default: every partition with
+                                    remote data)
+``minPartitions``                   at least this many Spark partitions: segments are cut
+                                    into more splits until there are (some may be empty)
 ``startingOffsets``                 ``earliest`` (default), ``latest``, ``{"t":{"0":23,"1":-2}}``,
                                     or one offset N for every partition (an extension)
 ``endingOffsets``                   ``latest`` (default), JSON or N; exclusive; -1 = latest
@@ -29,22 +33,31 @@ by changing the format name (and swapping ``kafka.bootstrap.servers`` for ``stor
 ``maxBytesPerPartition``            segment bytes per Spark partition (default 128 MiB)
 ``maxRowsPerBatch``                 rows per Arrow batch an executor yields (default 65536)
 ``failOnDataLoss``                  ``true`` (default): offsets the remote tier should hold but
-                                    does not (a hole in the lineage, an unreadable manifest)
-                                    fail the read with a typed error; ``false`` skips them with
-                                    a warning in the driver's log
+                                    does not (a hole in the lineage, an unreadable manifest,
+                                    a segment deleted under a running query) fail the read with
+                                    a typed error; ``false`` skips them with a warning in the
+                                    driver's log
+``maxOffsetsPerTrigger``,           streaming only (:mod:`gateway.spark.stream`): at most /
+``minOffsetsPerTrigger``,           at least this many new offsets per micro-batch, the latter
+``maxTriggerDelay``                 waited for at most the delay (``15m``, ``30s``, ``500ms``)
 ==================================  ============================================================
 
 Partitions a per-partition JSON does not name take the default bound (earliest, latest); Spark
-requires every partition instead. Other ``kafka.*`` options and Spark Kafka-source options that
-have no meaning here (``maxOffsetsPerTrigger``, ``minPartitions``, ...) are accepted and
-ignored; anything else is a :class:`~gateway.errors.ConfigurationError` naming the option.
+requires every partition instead. A per-partition JSON may name only topics the read
+subscribes to. Options that only tune the connection to brokers (``kafka.bootstrap.servers``,
+``kafka.security.protocol``, ``kafka.sasl.*``, ``kafka.ssl.*``, ``groupIdPrefix``,
+``fetchOffset.*``, ...: :data:`BROKER_ONLY`) have no meaning without brokers and are accepted
+and ignored, so a job switches by changing the format name and adding ``store``. Any other
+option, ``kafka.*`` ones included, is a :class:`~gateway.errors.ConfigurationError` naming it:
+an option that would change which records are read is never silently dropped.
 """
 
 from __future__ import annotations
 
 import json
+import re
 import uuid
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Final
@@ -62,20 +75,26 @@ LATEST_OFFSET: Final = -1
 _KNOWN: Final = frozenset(
     {
         "store", "path", "s3.endpointurl", "s3.region", "s3.pathstyle", "keyprefix", "keypairs",
-        "catalog", "topic", "subscribe", "assign", "topicid", "partitions", "startingoffsets",
-        "endingoffsets", "startingtimestamp", "endingtimestamp", "startingoffsetsbytimestamp",
-        "endingoffsetsbytimestamp", "startingoffsetsbytimestampstrategy", "includeheaders",
-        "isolation.level", "kafka.isolation.level", "maxbytesperpartition", "maxrowsperbatch",
-        "failondataloss",
+        "catalog", "topic", "subscribe", "subscribepattern", "assign", "topicid", "partitions",
+        "minpartitions", "startingoffsets", "endingoffsets", "startingtimestamp",
+        "endingtimestamp", "startingoffsetsbytimestamp", "endingoffsetsbytimestamp",
+        "startingoffsetsbytimestampstrategy", "includeheaders", "isolation.level",
+        "kafka.isolation.level", "maxbytesperpartition", "maxrowsperbatch", "failondataloss",
+        "maxoffsetspertrigger", "minoffsetspertrigger", "maxtriggerdelay",
     }
 )  # fmt: skip
-_IGNORED: Final = frozenset(
+BROKER_ONLY: Final = frozenset(
     {
-        "minpartitions", "maxoffsetspertrigger", "minoffsetspertrigger",
-        "maxtriggerdelay", "fetchoffset.numretries", "fetchoffset.retryintervalms",
-        "groupidprefix", "subscribepattern",
+        "kafka.bootstrap.servers", "kafka.security.protocol", "kafka.client.id",
+        "kafka.client.dns.lookup", "kafka.request.timeout.ms", "kafka.default.api.timeout.ms",
+        "kafka.retry.backoff.ms", "kafka.reconnect.backoff.ms", "kafka.metadata.max.age.ms",
+        "kafka.group.id", "groupidprefix", "fetchoffset.numretries",
+        "fetchoffset.retryintervalms", "kafkaconsumer.polltimeoutms",
     }
 )  # fmt: skip
+"""Options that only tune the connection to brokers: no meaning here, accepted and ignored
+(with ``kafka.sasl.*`` and ``kafka.ssl.*``)."""
+_BROKER_ONLY_PREFIXES: Final = ("kafka.sasl.", "kafka.ssl.")
 
 
 class BoundKind(StrEnum):
@@ -99,16 +118,59 @@ LATEST: Final = Bound(BoundKind.LATEST)
 
 @dataclass(frozen=True, slots=True)
 class Bounds:
-    """A bound for every partition: the listed ones, else ``default``."""
+    """A bound for every partition: the listed ones (topic, partition, bound), else
+    ``default``."""
 
     default: Bound
-    per_partition: tuple[tuple[int, Bound], ...] = ()
+    per_partition: tuple[tuple[str, int, Bound], ...] = ()
 
-    def for_partition(self, partition: int) -> Bound:
-        for p, bound in self.per_partition:
-            if p == partition:
+    def for_partition(self, topic: str, partition: int) -> Bound:
+        for t, p, bound in self.per_partition:
+            if p == partition and t == topic:
                 return bound
         return self.default
+
+
+@dataclass(frozen=True, slots=True)
+class Subscription:
+    """Which topics a read takes: named ones (``topic``, ``subscribe``, ``assign``) or those
+    matching ``pattern`` (``subscribePattern``, the whole name, as Java's ``matches``)."""
+
+    topics: tuple[str, ...] = ()
+    pattern: str | None = None
+    assigned: tuple[tuple[str, tuple[int, ...]], ...] = ()  # assign: its partitions per topic
+
+    def select(self, names: Iterable[str]) -> list[str]:
+        """The subscribed topics among ``names`` (sorted), for a pattern; else the named ones."""
+        if self.pattern is None:
+            return list(self.topics)
+        regex = re.compile(self.pattern)
+        return sorted(n for n in set(names) if regex.fullmatch(n))
+
+    def includes(self, topic: str) -> bool:
+        if self.pattern is not None:
+            return re.fullmatch(self.pattern, topic) is not None
+        return topic in self.topics
+
+    def assigned_partitions(self, topic: str) -> tuple[int, ...] | None:
+        for t, parts in self.assigned:
+            if t == topic:
+                return parts
+        return None
+
+    def describe(self) -> str:
+        if self.pattern is not None:
+            return f"subscribePattern {self.pattern!r}"
+        return ", ".join(repr(t) for t in self.topics)
+
+
+@dataclass(frozen=True, slots=True)
+class StreamLimits:
+    """Streaming admission control, per micro-batch (Spark's Kafka source's names)."""
+
+    max_offsets: int | None = None
+    min_offsets: int | None = None
+    max_trigger_delay_ms: int = 15 * 60 * 1000
 
 
 @dataclass(frozen=True, slots=True)
@@ -116,9 +178,9 @@ class ReadOptions:
     store: SyncStoreSpec
     key_prefix: str
     key_pairs: tuple[str, ...]
-    topic: str
+    subscription: Subscription
     topic_id: uuid.UUID | None = None
-    partitions: tuple[int, ...] | None = None
+    partitions: tuple[int, ...] | None = None  # the ``partitions`` option, of every topic
     start: Bounds = Bounds(EARLIEST)
     end: Bounds = Bounds(LATEST)
     start_timestamp_strategy: str = "error"
@@ -128,6 +190,22 @@ class ReadOptions:
     max_rows_per_batch: int = DEFAULT_MAX_ROWS_PER_BATCH
     catalog: str | None = None
     fail_on_data_loss: bool = True
+    min_partitions: int | None = None
+    limits: StreamLimits = StreamLimits()
+    ending_given: bool = False  # an ending bound was given (a streaming query refuses one)
+
+    @property
+    def topic(self) -> str:
+        """The one topic of a read that names exactly one."""
+        sub = self.subscription
+        if sub.pattern is not None or len(sub.topics) != 1:
+            raise ConfigurationError(f"this needs exactly one topic, not {sub.describe()}")
+        return sub.topics[0]
+
+    def partitions_of(self, topic: str) -> tuple[int, ...] | None:
+        """The partitions asked of ``topic`` (None: every partition with remote data)."""
+        assigned = self.subscription.assigned_partitions(topic)
+        return assigned if assigned is not None else self.partitions
 
 
 def _bool(name: str, text: str) -> bool:
@@ -149,6 +227,18 @@ def _int(name: str, text: str, minimum: int) -> int:
     return value
 
 
+_DURATION_UNITS: Final = {"ms": 1, "s": 1000, "m": 60_000, "min": 60_000, "h": 3_600_000}
+
+
+def _duration_ms(name: str, text: str) -> int:
+    """Spark's durations: ``500ms``, ``30s``, ``15m``, ``1h``; a bare number is ms."""
+    match = re.fullmatch(r"\s*(\d+)\s*([a-z]*)\s*", text.lower())
+    unit = match.group(2) if match else None
+    if match is None or (unit and unit not in _DURATION_UNITS):
+        raise ConfigurationError(f"option {name}={text!r}: expected a duration (30s, 15m, 500ms)")
+    return int(match.group(1)) * _DURATION_UNITS.get(unit or "ms", 1)
+
+
 def _json_object(name: str, text: str) -> dict[str, object]:
     try:
         value = json.loads(text)
@@ -159,21 +249,23 @@ def _json_object(name: str, text: str) -> dict[str, object]:
     return value
 
 
-def _per_partition(name: str, text: str, topic: str) -> dict[int, int]:
-    """``{"topic": {"0": n, ...}}`` as {partition: n}."""
+def _per_partition(name: str, text: str, sub: Subscription) -> list[tuple[str, int, int]]:
+    """``{"topic": {"0": n, ...}, ...}`` as (topic, partition, n), sorted."""
     top = _json_object(name, text)
-    others = sorted(set(top) - {topic})
+    others = sorted(t for t in top if not sub.includes(t))
     if others:
-        raise ConfigurationError(f"option {name} names topics {others}; this reads {topic!r}")
-    inner = top.get(topic, {})
-    if not isinstance(inner, dict):
-        raise ConfigurationError(f"option {name}: {topic!r} must map partitions to numbers")
-    out: dict[int, int] = {}
-    for key, value in inner.items():
-        if not key.isdigit() or isinstance(value, bool) or not isinstance(value, int):
-            raise ConfigurationError(f"option {name}: {key!r}: {value!r} is not partition: int")
-        out[int(key)] = value
-    return out
+        raise ConfigurationError(
+            f"option {name} names topics {others}; this reads {sub.describe()}"
+        )
+    out: list[tuple[str, int, int]] = []
+    for topic, inner in sorted(top.items()):
+        if not isinstance(inner, dict):
+            raise ConfigurationError(f"option {name}: {topic!r} must map partitions to numbers")
+        for key, value in inner.items():
+            if not key.isdigit() or isinstance(value, bool) or not isinstance(value, int):
+                raise ConfigurationError(f"option {name}: {key!r}: {value!r} is not partition: int")
+            out.append((topic, int(key), value))
+    return sorted(out)
 
 
 def _offset_bound(name: str, where: str, offset: int, *, ending: bool) -> Bound:
@@ -189,7 +281,7 @@ def _offset_bound(name: str, where: str, offset: int, *, ending: bool) -> Bound:
     )
 
 
-def _offset_bounds(name: str, text: str, topic: str, *, ending: bool) -> Bounds:
+def _offset_bounds(name: str, text: str, sub: Subscription, *, ending: bool) -> Bounds:
     lowered = text.strip().lower()
     if lowered == "earliest" and not ending:
         return Bounds(EARLIEST)
@@ -201,13 +293,13 @@ def _offset_bounds(name: str, text: str, topic: str, *, ending: bool) -> Bounds:
         allowed = "latest, N or JSON" if ending else "earliest, latest, N or JSON"
         raise ConfigurationError(f"option {name}={text!r}: expected {allowed}")
     listed = tuple(
-        (partition, _offset_bound(name, f"partition {partition} ", offset, ending=ending))
-        for partition, offset in sorted(_per_partition(name, text, topic).items())
+        (topic, p, _offset_bound(name, f"{topic} partition {p} ", offset, ending=ending))
+        for topic, p, offset in _per_partition(name, text, sub)
     )
     return Bounds(LATEST if ending else EARLIEST, listed)
 
 
-def _bounds(opts: Mapping[str, str], topic: str, *, ending: bool) -> Bounds:
+def _bounds(opts: Mapping[str, str], sub: Subscription, *, ending: bool) -> Bounds:
     """Spark's precedence: a global timestamp, then per-partition timestamps, then offsets."""
     side = "ending" if ending else "starting"
     default = LATEST if ending else EARLIEST
@@ -217,35 +309,58 @@ def _bounds(opts: Mapping[str, str], topic: str, *, ending: bool) -> Bounds:
     if (text := opts.get(f"{side}offsetsbytimestamp")) is not None:
         name = f"{side}OffsetsByTimestamp"
         listed = []
-        for partition, ts in sorted(_per_partition(name, text, topic).items()):
+        for topic, p, ts in _per_partition(name, text, sub):
             if ts < 0:
-                raise ConfigurationError(f"option {name}: partition {partition}: {ts} < 0")
-            listed.append((partition, Bound(BoundKind.TIMESTAMP, ts)))
+                raise ConfigurationError(f"option {name}: {topic} partition {p}: {ts} < 0")
+            listed.append((topic, p, Bound(BoundKind.TIMESTAMP, ts)))
         return Bounds(default, tuple(listed))
     text = opts.get(f"{side}offsets")
     if text is None:
         return Bounds(default)
-    return _offset_bounds(f"{side}Offsets", text, topic, ending=ending)
+    return _offset_bounds(f"{side}Offsets", text, sub, ending=ending)
 
 
-def _topic(opts: Mapping[str, str]) -> tuple[str, tuple[int, ...] | None]:
-    given = [k for k in ("topic", "subscribe", "assign") if k in opts]
+def _topic_name(option: str, name: str) -> str:
+    topic = name.strip()
+    if not topic:
+        raise ConfigurationError(f"option {option}: an empty topic name")
+    return topic
+
+
+def _subscription(opts: Mapping[str, str]) -> Subscription:
+    given = [k for k in ("topic", "subscribe", "subscribepattern", "assign") if k in opts]
     if len(given) != 1:
-        raise ConfigurationError("options: give exactly one of topic, subscribe, assign")
-    if given[0] == "assign":
-        top = _json_object("assign", opts["assign"])
-        if len(top) != 1:
-            raise ConfigurationError("option assign: name exactly one topic")
-        ((topic, parts),) = top.items()
+        raise ConfigurationError(
+            "options: give exactly one of topic, subscribe, subscribePattern, assign"
+        )
+    (kind,) = given
+    text = opts[kind]
+    if kind == "subscribepattern":
+        try:
+            re.compile(text)
+        except re.error as exc:
+            raise ConfigurationError(f"option subscribePattern={text!r}: {exc}") from None
+        return Subscription(pattern=text)
+    if kind == "topic":
+        if "," in text:
+            raise ConfigurationError(
+                f"option topic={text!r}: expected one topic name (subscribe takes several)"
+            )
+        return Subscription((_topic_name("topic", text),))
+    if kind == "subscribe":
+        names = [_topic_name("subscribe", n) for n in text.split(",")]
+        return Subscription(tuple(sorted(set(names))))
+    top = _json_object("assign", text)
+    if not top:
+        raise ConfigurationError("option assign: name at least one topic")
+    assigned = []
+    for topic, parts in sorted(top.items()):
         if not isinstance(parts, list) or not all(
             isinstance(p, int) and not isinstance(p, bool) and p >= 0 for p in parts
         ):
             raise ConfigurationError('option assign: expected {"topic": [partition, ...]}')
-        return topic, tuple(sorted(set(parts)))
-    topic = opts[given[0]].strip()
-    if not topic or "," in topic:
-        raise ConfigurationError(f"option {given[0]}={topic!r}: expected one topic name")
-    return topic, None
+        assigned.append((_topic_name("assign", topic), tuple(sorted(set(parts)))))
+    return Subscription(tuple(t for t, _ in assigned), assigned=tuple(assigned))
 
 
 def _partitions(text: str) -> tuple[int, ...]:
@@ -258,12 +373,40 @@ def _partitions(text: str) -> tuple[int, ...]:
     return tuple(parts)
 
 
+def _check_keys(opts: Mapping[str, str]) -> None:
+    for key in opts:
+        if key in _KNOWN or key in BROKER_ONLY or key.startswith(_BROKER_ONLY_PREFIXES):
+            continue
+        if key.startswith("kafka."):
+            raise ConfigurationError(
+                f"option {key!r} is not supported by format tiered-kafka: it reads the remote "
+                "tier from the bucket with no consumer, and only kafka.isolation.level and "
+                "options that tune the connection to brokers (ignored) are accepted"
+            )
+        raise ConfigurationError(f"unknown option {key!r} for format tiered-kafka")
+
+
+def _limits(opts: Mapping[str, str]) -> StreamLimits:
+    def optional(name: str) -> int | None:
+        text = opts.get(name.lower())
+        return None if text is None else _int(name, text, 1)
+
+    delay = opts.get("maxtriggerdelay")
+    return StreamLimits(
+        max_offsets=optional("maxOffsetsPerTrigger"),
+        min_offsets=optional("minOffsetsPerTrigger"),
+        max_trigger_delay_ms=(
+            StreamLimits().max_trigger_delay_ms
+            if delay is None
+            else _duration_ms("maxTriggerDelay", delay)
+        ),
+    )
+
+
 def parse_options(options: Mapping[str, str]) -> ReadOptions:
     """The options of one read (keys are case-insensitive, as Spark passes them)."""
     opts = {k.lower(): v for k, v in options.items()}
-    for key in opts:
-        if key not in _KNOWN and key not in _IGNORED and not key.startswith("kafka."):
-            raise ConfigurationError(f"unknown option {key!r} for format tiered-kafka")
+    _check_keys(opts)
     url = opts.get("store") or opts.get("path")
     if not url:
         raise ConfigurationError("option store is required (file:///abs/dir or s3://bucket)")
@@ -273,14 +416,16 @@ def parse_options(options: Mapping[str, str]) -> ReadOptions:
         region=opts.get("s3.region") or None,
         path_style=_bool("s3.pathStyle", opts.get("s3.pathstyle", "false")),
     )
-    topic, assigned = _topic(opts)
-    partitions = assigned
+    sub = _subscription(opts)
+    partitions = None
     if "partitions" in opts:
-        if assigned is not None:
+        if sub.assigned:
             raise ConfigurationError("options assign and partitions cannot both be given")
         partitions = _partitions(opts["partitions"])
     topic_id = None
     if "topicid" in opts:
+        if sub.pattern is not None or len(sub.topics) != 1:
+            raise ConfigurationError("option topicId needs exactly one topic")
         topic_id = parse_topic_id(opts["topicid"], "option topicId")
     isolation_text = opts.get("isolation.level", opts.get("kafka.isolation.level"))
     isolation = IsolationLevel.READ_UNCOMMITTED
@@ -297,15 +442,16 @@ def parse_options(options: Mapping[str, str]) -> ReadOptions:
             f"option startingOffsetsByTimestampStrategy={strategy!r}: error or latest"
         )
     pairs = tuple(p.strip() for p in opts.get("keypairs", "").split(",") if p.strip())
+    min_partitions = opts.get("minpartitions")
     return ReadOptions(
         store=store,
         key_prefix=opts.get("keyprefix", ""),
         key_pairs=pairs,
-        topic=topic,
+        subscription=sub,
         topic_id=topic_id,
         partitions=partitions,
-        start=_bounds(opts, topic, ending=False),
-        end=_bounds(opts, topic, ending=True),
+        start=_bounds(opts, sub, ending=False),
+        end=_bounds(opts, sub, ending=True),
         start_timestamp_strategy=strategy,
         include_headers=_bool("includeHeaders", opts.get("includeheaders", "false")),
         isolation=isolation,
@@ -319,4 +465,9 @@ def parse_options(options: Mapping[str, str]) -> ReadOptions:
         ),
         catalog=opts.get("catalog") or None,
         fail_on_data_loss=_bool("failOnDataLoss", opts.get("failondataloss", "true")),
+        min_partitions=None if min_partitions is None else _int("minPartitions", min_partitions, 1),
+        limits=_limits(opts),
+        ending_given=any(
+            k in opts for k in ("endingoffsets", "endingtimestamp", "endingoffsetsbytimestamp")
+        ),
     )

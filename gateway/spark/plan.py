@@ -94,6 +94,14 @@ class Split:
         )
 
 
+def share_bytes(ref: SegmentRef, lo: int, hi: int) -> int:
+    """The bytes of ``ref`` estimated to hold offsets ``[lo, hi)`` (by their share of its
+    offsets)."""
+    span = ref.end_offset + 1 - ref.start_offset
+    covered = min(hi, ref.end_offset + 1) - max(lo, ref.start_offset)
+    return ref.size if span <= 0 else ref.size * max(covered, 0) // span
+
+
 def plan_partition(
     topic: str,
     partition: int,
@@ -107,10 +115,9 @@ def plan_partition(
     for ref, lo, hi in walk:
         if lo >= hi:
             continue
-        span = ref.end_offset + 1 - ref.start_offset
-        covered = min(hi, ref.end_offset + 1) - max(lo, ref.start_offset)
-        estimate = ref.size if span <= 0 else ref.size * max(covered, 0) // span
-        parts = max(1, -(-estimate // max_bytes))
+        # Never more parts than offsets (a tiny range under a large minPartitions).
+        offsets = min(hi, ref.end_offset + 1) - max(lo, ref.start_offset)
+        parts = max(1, min(-(-share_bytes(ref, lo, hi) // max_bytes), offsets))
         splits += [Split(topic, partition, ref, lo, hi, k, parts) for k in range(parts)]
     return splits
 

@@ -72,7 +72,7 @@ MAX_GROUP_BYTES: Final = 64 << 20  # records bytes decoded in one pass (int32 Ar
 
 def _chain_from(ctx: ReadContext, split: Split) -> tuple[tuple[SegmentRef, ...], TxnChain | None]:
     """The split's segment and the ones after it in its partition's lineage."""
-    chain = ctx.txn_chain(split.partition)
+    chain = ctx.txn_chain(split.topic, split.partition)
     ref = split.segment
     if chain is None:
         return (ref,), None

@@ -44,6 +44,7 @@ class TxnChain:
     partition: int
     refs: tuple[SegmentRef, ...]
     gap: tuple[int, int] | None = None
+    topic: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,9 +59,9 @@ class ReadContext:
     max_rows: int
     txn_chains: tuple[TxnChain, ...] = ()
 
-    def txn_chain(self, partition: int) -> TxnChain | None:
+    def txn_chain(self, topic: str, partition: int) -> TxnChain | None:
         for chain in self.txn_chains:
-            if chain.partition == partition:
+            if chain.partition == partition and chain.topic == topic:
                 return chain
         return None
 

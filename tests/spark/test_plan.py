@@ -88,12 +88,12 @@ def test_options_defaults_and_spark_names() -> None:
             "includeHeaders": "true",
         }
     )
-    assert opts.partitions == (0, 2) and opts.isolation == "read_committed"
-    assert opts.start.for_partition(0) == Bound(BoundKind.OFFSET, 23)
-    assert opts.start.for_partition(2) == EARLIEST
-    assert opts.end.for_partition(0) == LATEST
-    assert opts.end.for_partition(2) == Bound(BoundKind.OFFSET, 40)
-    assert opts.end.for_partition(1) == LATEST  # not listed: the default
+    assert opts.partitions_of("t") == (0, 2) and opts.isolation == "read_committed"
+    assert opts.start.for_partition("t", 0) == Bound(BoundKind.OFFSET, 23)
+    assert opts.start.for_partition("t", 2) == EARLIEST
+    assert opts.end.for_partition("t", 0) == LATEST
+    assert opts.end.for_partition("t", 2) == Bound(BoundKind.OFFSET, 40)
+    assert opts.end.for_partition("t", 1) == LATEST  # not listed: the default
     # Spark's precedence: a global timestamp wins over per-partition ones and over offsets.
     opts = parse_options(
         {
@@ -106,9 +106,9 @@ def test_options_defaults_and_spark_names() -> None:
             "endingOffsets": "12",
         }
     )
-    assert opts.start.for_partition(0) == Bound(BoundKind.TIMESTAMP, 5)
-    assert opts.end.for_partition(1) == Bound(BoundKind.TIMESTAMP, 9)
-    assert opts.end.for_partition(0) == LATEST
+    assert opts.start.for_partition("t", 0) == Bound(BoundKind.TIMESTAMP, 5)
+    assert opts.end.for_partition("t", 1) == Bound(BoundKind.TIMESTAMP, 9)
+    assert opts.end.for_partition("t", 0) == LATEST
 
 
 @pytest.mark.parametrize(
@@ -126,7 +126,15 @@ def test_options_defaults_and_spark_names() -> None:
         ({"store": "file:///b", "topic": "t", "includeHeaders": "maybe"}, "includeHeaders"),
         ({"store": "file:///b", "topic": "t", "partitions": "a"}, "partitions"),
         ({"store": "file:///b", "topic": "t", "startingOfsets": "earliest"}, "startingofsets"),
-        ({"store": "file:///b", "subscribe": "a,b"}, "subscribe"),
+        ({"store": "file:///b", "topic": "a,b"}, "topic"),
+        ({"store": "file:///b", "subscribePattern": "(a"}, "subscribePattern"),
+        ({"store": "file:///b", "topic": "t", "kafka.max.poll.records": "5"}, "kafka.max.poll"),
+        ({"store": "file:///b", "topic": "t", "minPartitions": "0"}, "minPartitions"),
+        ({"store": "file:///b", "topic": "t", "maxTriggerDelay": "soon"}, "maxTriggerDelay"),
+        (
+            {"store": "file:///b", "subscribe": "t,u", "topicId": "AAAAAAAAAAAAAAAAAAAAAA"},
+            "topicId",
+        ),
     ],
 )
 def test_bad_options_name_the_option(options: dict[str, str], named: str) -> None:
