@@ -8,6 +8,8 @@ Layout, driver to executor:
   into an in-memory RLMM, or a catalog) and resolves offset and timestamp bounds;
 * :mod:`gateway.spark.plan` cuts segments into splits (pure, picklable values);
 * :mod:`gateway.spark.read` reads one split on an executor into Arrow record batches;
+* :mod:`gateway.spark.stream` plans a streaming query's micro-batches on the driver (offsets,
+  triggers, data loss), with :mod:`gateway.spark.stable` for read_committed's remote LSO;
 * :mod:`gateway.spark.source` is the only module importing ``pyspark.sql.datasource``;
 * :mod:`gateway.spark.export` is the job (run by :mod:`gateway.commands.export`: the CLI,
   ``python -m`` or spark-submit).

@@ -6,7 +6,8 @@ same registration order, displacement and epoch lineage as ``serve``), or a ``--
 catalog without any listing. Executors never list.
 
 Bounds resolve as Spark's Kafka source resolves them, against the remote tier: ``earliest`` is
-the remote log start, ``latest`` one past the highest remote offset, an offset is clamped into
+the remote log start, ``latest`` one past the highest remote offset (with read_committed the
+remote last stable offset, :mod:`gateway.spark.stable`, as a broker's), an offset is clamped into
 ``[start, end]``, a timestamp is ``findOffsetByTimestamp`` (the segment from the metadata,
 then the time index, the offset index and a record scan; ``remote-read-semantics.md`` §12.2).
 A starting timestamp with no record at or after it fails the read unless
@@ -30,6 +31,7 @@ manifests: only its holes show.)
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -43,7 +45,10 @@ from gateway.spark.dataloss import hole, lost
 from gateway.spark.options import Bound, BoundKind, ReadOptions
 from gateway.spark.plan import SegmentRef, Split, plan_partition, segment_ref, share_bytes
 from gateway.spark.segments import ReadContext, TxnChain
+from gateway.spark.stable import stable_end
 from gateway.spark.timestamps import offset_for_timestamp
+
+log = logging.getLogger(__name__)
 
 Claims = Mapping[TopicIdPartition, Sequence[Claim]]
 """Manifests the bucket scan could not read, by partition: their offsets stay claimed."""
@@ -78,6 +83,11 @@ def context_of(opts: ReadOptions) -> ReadContext:
 def load_metadata(opts: ReadOptions) -> RemoteLogMetadataManager:
     """The RLMM of the read: the catalog when one is given, else a scan of the bucket."""
     return _load(opts)[0]
+
+
+def load_with_claims(opts: ReadOptions) -> tuple[RemoteLogMetadataManager, Claims]:
+    """The RLMM of the read and the manifests its scan could not read (the caller closes it)."""
+    return _load(opts)
 
 
 def _load(opts: ReadOptions) -> tuple[RemoteLogMetadataManager, Claims]:
@@ -171,6 +181,8 @@ def _resolve(
     if bound.kind is BoundKind.EARLIEST:
         return start
     if bound.kind is BoundKind.LATEST:
+        if ctx.isolation is IsolationLevel.READ_COMMITTED:
+            return stable_end(rlmm, tp, ctx)  # the remote LSO, as a broker's latest
         return end
     if bound.kind is BoundKind.OFFSET:
         return min(max(bound.value, start), end)
@@ -226,17 +238,22 @@ def _partitions(
 
 
 def subscribed_partitions(
-    rlmm: RemoteLogMetadataManager, opts: ReadOptions, claims: Claims
+    rlmm: RemoteLogMetadataManager, opts: ReadOptions, claims: Claims, *, empty_ok: bool = False
 ) -> list[TopicIdPartition]:
     """Every partition the read takes, topic by topic. A pattern that matches no topic is
-    :class:`UnknownTopicOrPartitionError` naming the topics there are."""
+    :class:`UnknownTopicOrPartitionError` naming the topics there are (with ``empty_ok``, a
+    streaming trigger's, a warning: a later one may match)."""
     topics = _topics(rlmm, opts, claims)
     if not topics:
         there = sorted(rlmm.topics())
-        raise UnknownTopicOrPartitionError(
+        message = (
             f"{opts.subscription.describe()} matches no topic of the remote tier "
             f"(it holds {there if there else 'none'})"
         )
+        if empty_ok:
+            log.warning("%s", message)
+            return []
+        raise UnknownTopicOrPartitionError(message)
     return [tp for topic in topics for tp in _partitions(rlmm, opts, topic, claims)]
 
 

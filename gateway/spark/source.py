@@ -21,7 +21,19 @@ import sys
 from collections.abc import Iterator
 
 import pyarrow as pa
-from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
+from pyspark.sql.datasource import (
+    DataSource,
+    DataSourceReader,
+    DataSourceStreamReader,
+    InputPartition,
+)
+from pyspark.sql.streaming.datasource import (
+    ReadAllAvailable,
+    ReadLimit,
+    ReadMaxRows,
+    ReadMinRows,
+    SupportsTriggerAvailableNow,
+)
 from pyspark.sql.types import (
     ArrayType,
     BinaryType,
@@ -36,9 +48,11 @@ from pyspark.sql.types import (
 from gateway.errors import ConfigurationError
 from gateway.spark import FORMAT_NAME
 from gateway.spark.driver import ReadPlan, build_plan
-from gateway.spark.options import parse_options
+from gateway.spark.options import ReadOptions, StreamLimits, parse_options
 from gateway.spark.plan import Split
 from gateway.spark.read import read_split
+from gateway.spark.segments import ReadContext
+from gateway.spark.stream import StreamPlanner
 
 
 def spark_schema(include_headers: bool) -> StructType:
@@ -83,6 +97,62 @@ class TieredKafkaReader(DataSourceReader):
         return read_split(split, self.plan.context)
 
 
+class StreamSplit(InputPartition):
+    """One split of a micro-batch with its read's context: a stream reader's ``read`` must not
+    rely on the reader's state, and each micro-batch has its own transaction chains."""
+
+    def __init__(self, split: Split, context: ReadContext) -> None:
+        super().__init__((split, context))
+
+
+class TieredKafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
+    """``spark.readStream.format("tiered-kafka")``: every call goes to the
+    :class:`~gateway.spark.stream.StreamPlanner` of the query."""
+
+    def __init__(self, planner: StreamPlanner) -> None:
+        self.planner = planner
+
+    def initialOffset(self) -> dict[str, dict[str, int]]:  # noqa: N802
+        return self.planner.initial()
+
+    def getDefaultReadLimit(self) -> ReadLimit:  # noqa: N802
+        limits = self.planner.opts.limits
+        if limits.max_offsets is not None:
+            return ReadMaxRows(limits.max_offsets)
+        if limits.min_offsets is not None:
+            return ReadMinRows(limits.min_offsets)
+        return ReadAllAvailable()
+
+    def latestOffset(self, start: dict[str, object], limit: ReadLimit) -> dict[str, object]:  # noqa: N802
+        given = self.planner.opts.limits
+        if isinstance(limit, ReadMaxRows):  # minOffsetsPerTrigger from the options still holds
+            limits = StreamLimits(limit.max_rows, given.min_offsets, given.max_trigger_delay_ms)
+        elif isinstance(limit, ReadMinRows):
+            limits = StreamLimits(None, limit.min_rows, given.max_trigger_delay_ms)
+        else:  # ReadAllAvailable (Trigger.AvailableNow, ...): the options do not apply
+            limits = StreamLimits()
+        return dict(self.planner.latest(start, limits))
+
+    def prepareForTriggerAvailableNow(self) -> None:  # noqa: N802
+        self.planner.freeze()
+
+    def partitions(self, start: dict[str, object], end: dict[str, object]) -> list[InputPartition]:
+        plan = self.planner.plan(start, end)
+        return [StreamSplit(split, plan.context) for split in plan.splits]
+
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        split, context = partition.value
+        if not isinstance(split, Split) or not isinstance(context, ReadContext):
+            raise TypeError(f"not a tiered-kafka stream split: {partition.value!r}")
+        return read_split(split, context)
+
+    def commit(self, end: dict[str, object]) -> None:
+        self.planner.committed()
+
+    def stop(self) -> None:
+        self.planner.close()
+
+
 class TieredKafkaDataSource(DataSource):
     """``spark.read.format("tiered-kafka")``; options: :mod:`gateway.spark.options`."""
 
@@ -93,14 +163,20 @@ class TieredKafkaDataSource(DataSource):
     def schema(self) -> StructType:
         return spark_schema(parse_options(self.options).include_headers)
 
-    def reader(self, schema: StructType) -> DataSourceReader:
+    def _options(self, schema: StructType) -> ReadOptions:
         opts = parse_options(self.options)
         if schema != spark_schema(opts.include_headers):
             raise ConfigurationError(
                 "format tiered-kafka has a fixed schema (Spark's Kafka source columns plus "
                 "leaderEpoch); do not pass .schema(...)"
             )
-        return TieredKafkaReader(build_plan(opts))
+        return opts
+
+    def reader(self, schema: StructType) -> DataSourceReader:
+        return TieredKafkaReader(build_plan(self._options(schema)))
+
+    def streamReader(self, schema: StructType) -> DataSourceStreamReader:  # noqa: N802
+        return TieredKafkaStreamReader(StreamPlanner(self._options(schema)))
 
 
 def register(spark: object) -> None:

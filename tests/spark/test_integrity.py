@@ -343,26 +343,26 @@ def test_a_transaction_index_with_another_producer_is_corrupt(damaged: Damaged) 
     assert len(damaged.read(partitions=str(p))) == len(damaged.data(p).records)  # uncommitted
 
 
-def _open_at_segment_end(damaged: Damaged) -> tuple[int, int]:
-    """(partition, segment number) of a segment that ends inside a transaction and has two
-    segments after it."""
+def _open_at_segment_end(damaged: Damaged) -> tuple[int, int, int]:
+    """(partition, segment number, first offset of the oldest open transaction) of a segment
+    that ends inside a transaction and has two segments after it (from the batches)."""
     for p in range(SPEC.partitions):
         segments = damaged.segments(p)
-        open_pids: set[int] = set()
+        open_pids: dict[int, int] = {}  # producer id -> its open transaction's first offset
         for n, segment in enumerate(segments[:-2]):
             for batch in segment.batches:
                 if batch.is_control:
-                    open_pids.discard(batch.producer_id)
+                    open_pids.pop(batch.producer_id, None)
                 elif batch.is_transactional:
-                    open_pids.add(batch.producer_id)
+                    open_pids.setdefault(batch.producer_id, batch.base_offset)
             if open_pids:
-                return p, n
+                return p, n, min(open_pids.values())
     raise AssertionError("no transaction spans a segment roll in the fixture")
 
 
 def test_a_transaction_without_its_marker_in_the_remote_tier_is_pending(damaged: Damaged) -> None:
     """Before: read_committed returned it (no index entry, so not aborted)."""
-    p, n = _open_at_segment_end(damaged)
+    p, n, first_open = _open_at_segment_end(damaged)
     segments = damaged.segments(p)
     # a hole after the read's range: the marker may be in it
     damaged.delete(segments[n + 1])
@@ -373,7 +373,11 @@ def test_a_transaction_without_its_marker_in_the_remote_tier_is_pending(damaged:
     for segment in segments[n + 2 :]:
         damaged.delete(segment)
     with pytest.raises(TransactionPendingError, match=r"no COMMIT or ABORT marker"):
-        damaged.read(**committed)
+        damaged.read(endingOffsets=str(segments[n].end + 1), **committed)
+    # "latest" is the remote last stable offset, as a broker's for read_committed: the open
+    # transaction's first offset (from the segment's producer snapshot)
+    stable = [r.offset for r in damaged.data(p).committed() if r.offset < first_open]
+    assert [o for _, o, _ in damaged.read(**committed)] == stable
     wanted = [r.offset for r in damaged.data(p).records if r.offset <= segments[n].end]
     assert [o for _, o, _ in damaged.read(partitions=str(p))] == wanted  # uncommitted
 

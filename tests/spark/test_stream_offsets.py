@@ -1,0 +1,47 @@
+"""The pure parts of streaming (:mod:`gateway.spark.stream`): offsets JSON and admission."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from gateway.errors import ConfigurationError
+from gateway.spark.options import StreamLimits
+from gateway.spark.stream import admit, from_json, share, to_json
+
+keys = st.tuples(st.sampled_from(["a", "b", "c"]), st.integers(0, 5))
+
+
+@given(st.dictionaries(keys, st.integers(0, 10_000), max_size=12), st.integers(1, 20_000))
+def test_share_caps_the_sum_exactly_and_never_passes_a_lag(
+    lags: dict[tuple[str, int], int], limit: int
+) -> None:
+    taken = share(lags, limit)
+    assert set(taken) == set(lags)
+    assert sum(taken.values()) == min(limit, sum(lags.values()))
+    assert all(0 <= taken[k] <= lags[k] for k in lags)
+
+
+@given(st.dictionaries(keys, st.integers(0, 10**12), max_size=12))
+def test_offsets_round_trip_through_sparks_json(offsets: dict[tuple[str, int], int]) -> None:
+    assert from_json(to_json(offsets)) == offsets
+
+
+@pytest.mark.parametrize(
+    "bad", [{"t": 5}, {"t": {"x": 1}}, {"t": {"0": -1}}, {"t": {"0": True}}, {"t": {"0": "1"}}]
+)
+def test_malformed_offsets_are_refused(bad: dict[str, object]) -> None:
+    with pytest.raises(ConfigurationError, match="stream offsets"):
+        from_json(bad)
+
+
+def test_admit_waits_for_min_offsets_until_the_delay_passes() -> None:
+    start = {("t", 0): 10, ("t", 1): 0}
+    latest = {("t", 0): 13, ("t", 1): 1, ("t", 2): 7}  # ("t", 2) is new, not in start
+    limits = StreamLimits(min_offsets=10, max_trigger_delay_ms=1000)
+    waiting = admit({**start, ("t", 2): 5}, latest, limits, waited_ms=999)
+    assert waiting == {("t", 0): 10, ("t", 1): 0, ("t", 2): 5}
+    assert admit({**start, ("t", 2): 5}, latest, limits, waited_ms=1000) == latest
+    capped = admit(start, {("t", 0): 110, ("t", 1): 100}, StreamLimits(max_offsets=10), 0)
+    assert capped == {("t", 0): 15, ("t", 1): 5}
