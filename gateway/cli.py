@@ -1,8 +1,11 @@
 """The ``tiered-gateway`` console script: the dispatcher over :mod:`gateway.commands`.
 
 Each command module has ``add_parser(sub)`` and ``run(args) -> int``. Here, once for all of
-them: a domain or OS error is one ``error:`` line and exit code 2, and a reader that goes away
-(``... | head``) ends the command quietly with exit code 0.
+them: the shared settings (``--store``, ``--key-prefix``, ...) are filled from the environment
+and the ``--config`` file as ``serve`` reads its own
+(:func:`~gateway.commands.common.apply_settings`); a domain or OS error is one ``error:`` line
+and exit code 2; and a reader that goes away (``... | head``) ends the command quietly with
+exit code 0.
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ from gateway.commands import (
     serve,
     tier,
 )
+from gateway.commands.common import apply_settings
 from gateway.errors import GatewayError
 
 EXIT_OK: Final = 0
@@ -73,6 +77,7 @@ def _reader_gone() -> int:
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     try:
+        apply_settings(args)
         code = _runner(args.command)(args)
         sys.stdout.flush()  # inside the try: a closed pipe shows up here as often as in print
     except BrokenPipeError:

@@ -1,5 +1,9 @@
 """One typed settings object for ``tiered-gateway serve``, validated at start.
 
+The other commands that open the bucket (``tier``, ``catalog``, ``scrub``, ``export``) read their
+shared settings (``store``, ``key_prefix``, ``key_pairs``, ``state_dir``, ``s3_*``) from the same
+sources with :func:`load_command_settings`, where ``store`` may be absent.
+
 Every setting has three spellings: a command-line flag (``--index-cache-bytes``), an environment
 variable (``TIERED_GATEWAY_INDEX_CACHE_BYTES``) and a key of the optional TOML file given with
 ``--config`` (``index_cache_bytes = "256MiB"``). Precedence: flag > environment > TOML file >
@@ -21,8 +25,7 @@ import re
 import tomllib
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Annotated, Any, Final, Literal
-from urllib.parse import urlparse
+from typing import Annotated, Any, Final, Literal, TypeVar
 
 from pydantic import BeforeValidator, Field, ValidationError, field_validator, model_validator
 from pydantic_settings import (
@@ -36,6 +39,7 @@ from pydantic_settings import (
 from gateway.errors import ConfigurationError
 from gateway.storage.hedge import HedgePolicy
 from gateway.storage.retry import RetryPolicy
+from gateway.storage.url import parse_store_url
 
 ENV_PREFIX: Final = "TIERED_GATEWAY_"
 CONFIG_ENV: Final = ENV_PREFIX + "CONFIG"  # the TOML file, when --config is not given
@@ -376,10 +380,14 @@ class Settings(BaseSettings):
 
     @field_validator("store")
     @classmethod
-    def _store_url(cls, value: str) -> str:
-        scheme = urlparse(value).scheme
-        if scheme not in ("file", "s3"):
-            raise ValueError("expected file:///abs/dir or s3://bucket")
+    def _store_url(cls, value: str | None) -> str | None:
+        """The one check of every store kind (:func:`~gateway.storage.url.parse_store_url`);
+        ``None`` only reaches here from :class:`CommandSettings`."""
+        if value is not None:
+            try:
+                parse_store_url(value)
+            except ConfigurationError as exc:
+                raise ValueError(str(exc)) from None
         return value
 
     @field_validator(*LIST_FIELDS, mode="before")
@@ -541,16 +549,27 @@ def read_toml(path: Path) -> dict[str, Any]:
     return table
 
 
-def load_settings(
-    overrides: Mapping[str, Any] | None = None, config_file: Path | None = None
-) -> Settings:
-    """Settings from ``overrides`` (the command-line flags that were given), the environment,
-    the TOML ``config_file`` (or the file named by ``TIERED_GATEWAY_CONFIG``), the defaults."""
+class CommandSettings(Settings):
+    """The settings as the commands other than ``serve`` read them: the same fields, sources and
+    checks, but ``store`` may be absent (``catalog ls`` reads a catalog without one; a command
+    that needs a store says so itself, naming the three spellings)."""
+
+    store: str | None = Field(  # type: ignore[assignment]
+        default=None, description="the bucket: file:///abs/dir or s3://bucket"
+    )
+
+
+_S = TypeVar("_S", bound=Settings)
+
+
+def _load(model: type[_S], overrides: Mapping[str, Any] | None, config_file: Path | None) -> _S:
+    """``model`` from the flags given (``overrides``), the environment, the TOML file and the
+    defaults, in that precedence: the one loader of every command."""
     if config_file is None and os.environ.get(CONFIG_ENV):
         config_file = Path(os.environ[CONFIG_ENV])
     file_values = read_toml(config_file) if config_file is not None else {}
 
-    class _WithFile(Settings):
+    class _WithFile(model):  # type: ignore[valid-type,misc]
         @classmethod
         def settings_customise_sources(
             cls,
@@ -567,7 +586,23 @@ def load_settings(
     except ValidationError as exc:
         where = f" (config file {config_file})" if config_file is not None else ""
         raise ConfigurationError(_message(exc) + where) from None
-    return Settings.model_construct(_fields_set=loaded.model_fields_set, **loaded.model_dump())
+    return model.model_construct(_fields_set=loaded.model_fields_set, **loaded.model_dump())
+
+
+def load_settings(
+    overrides: Mapping[str, Any] | None = None, config_file: Path | None = None
+) -> Settings:
+    """Settings from ``overrides`` (the command-line flags that were given), the environment,
+    the TOML ``config_file`` (or the file named by ``TIERED_GATEWAY_CONFIG``), the defaults."""
+    return _load(Settings, overrides, config_file)
+
+
+def load_command_settings(
+    overrides: Mapping[str, Any] | None = None, config_file: Path | None = None
+) -> CommandSettings:
+    """:func:`load_settings` for the commands other than ``serve``: the same sources,
+    precedence and checks (a file ``serve`` rejects is rejected here too), ``store`` optional."""
+    return _load(CommandSettings, overrides, config_file)
 
 
 def settings_for(**values: Any) -> Settings:

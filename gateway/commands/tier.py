@@ -16,7 +16,12 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from gateway.commands.common import add_key_pair_arg, add_store_args, open_store_from
+from gateway.commands.common import (
+    add_key_pair_arg,
+    add_state_dir_arg,
+    add_store_args,
+    open_store_from,
+)
 from gateway.errors import ConfigurationError
 
 if TYPE_CHECKING:
@@ -50,10 +55,8 @@ def add_parser(sub: Any) -> None:
         action="store_true",
         help="upload segments the store already holds again (default: skip them)",
     )
-    t.add_argument(
-        "--state-dir",
-        type=Path,
-        help="register each segment in the catalog kept in DIR (STARTED, upload, FINISHED)",
+    add_state_dir_arg(
+        t, "register each segment in the catalog kept in DIR (STARTED, upload, FINISHED)"
     )
 
 
