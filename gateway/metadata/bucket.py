@@ -51,10 +51,18 @@ class BucketScan:
 
     def claims(self) -> dict[TopicIdPartition, tuple[UnreadableSegment, ...]]:
         """The unreadable manifests by partition: the offsets each still claims."""
-        out: dict[TopicIdPartition, list[UnreadableSegment]] = {}
-        for tp, entry in self.unreadable:
-            out.setdefault(tp, []).append(entry)
-        return {tp: tuple(entries) for tp, entries in out.items()}
+        return claims_of(self.unreadable)
+
+
+def claims_of(
+    unreadable: Sequence[tuple[TopicIdPartition, UnreadableSegment]],
+) -> dict[TopicIdPartition, tuple[UnreadableSegment, ...]]:
+    """Unreadable manifests (a scanner's :meth:`~gateway.metadata.scan.BucketScanner.
+    unreadable_all`) by partition: the offsets each still claims."""
+    out: dict[TopicIdPartition, list[UnreadableSegment]] = {}
+    for tp, entry in unreadable:
+        out.setdefault(tp, []).append(entry)
+    return {tp: tuple(entries) for tp, entries in out.items()}
 
 
 async def scan_bucket(

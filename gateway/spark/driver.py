@@ -85,11 +85,6 @@ def load_metadata(opts: ReadOptions) -> RemoteLogMetadataManager:
     return _load(opts)[0]
 
 
-def load_with_claims(opts: ReadOptions) -> tuple[RemoteLogMetadataManager, Claims]:
-    """The RLMM of the read and the manifests its scan could not read (the caller closes it)."""
-    return _load(opts)
-
-
 def _load(opts: ReadOptions) -> tuple[RemoteLogMetadataManager, Claims]:
     """The RLMM and the unreadable manifests the scan found (none known from a catalog). A
     scan that finds no manifest under the prefix raises

@@ -9,8 +9,9 @@ hands every call to a :class:`StreamPlanner`:
 * the initial offsets resolve ``startingOffsets`` / ``…Timestamp`` / ``…ByTimestamp`` as a batch
   read does (:func:`gateway.spark.driver.resolve_ranges`); an ending bound is refused, as Spark
   refuses one in a streaming query;
-* every trigger reads the metadata again (a bucket scan, or the ``catalog``), so segments tiered
-  since the last trigger, and topics a ``subscribePattern`` newly matches, are picked up; a
+* every trigger brings the metadata up to date (:mod:`gateway.spark.rescan`: an incremental
+  bucket scan, or the ``catalog`` reopened), so segments tiered since the last trigger, and
+  topics a ``subscribePattern`` newly matches, are picked up; a
   partition seen for the first time starts at its remote log start, as Spark starts new
   partitions at their earliest offset;
 * the latest offset of a partition is its remote log end, or with read_committed its remote last
@@ -44,12 +45,12 @@ from gateway.spark.driver import (
     Claims,
     ReadPlan,
     context_of,
-    load_with_claims,
     plan_ranges,
     resolve_ranges,
     subscribed_partitions,
 )
 from gateway.spark.options import ReadOptions, StreamLimits
+from gateway.spark.rescan import Rescan
 from gateway.spark.stable import stable_end
 
 log = logging.getLogger("gateway.spark.driver")
@@ -126,9 +127,6 @@ class _Loaded:
     rlmm: RemoteLogMetadataManager
     claims: Claims
 
-    def close(self) -> None:
-        self.rlmm.close()
-
 
 class StreamPlanner:
     """One streaming query's driver side (lives as long as the query's reader)."""
@@ -142,25 +140,23 @@ class StreamPlanner:
         self.opts = opts
         self._clock = clock
         self._last_batch = clock()
+        self._rescan = Rescan(opts)
         self._loaded: _Loaded | None = None
         self._target: dict[Key, int] | None = None  # Trigger.AvailableNow's ends
 
     # --- metadata ---
 
     def _reload(self) -> _Loaded:
-        """Fresh metadata: what was tiered since the last trigger."""
-        self.close()
-        rlmm, claims = load_with_claims(self.opts)
-        self._loaded = _Loaded(rlmm, claims)
+        """Fresh metadata: what was tiered (or deleted) since the last trigger."""
+        self._loaded = _Loaded(*self._rescan.refresh())
         return self._loaded
 
     def _current(self) -> _Loaded:
         return self._loaded if self._loaded is not None else self._reload()
 
     def close(self) -> None:
-        if self._loaded is not None:
-            self._loaded.close()
-            self._loaded = None
+        self._loaded = None
+        self._rescan.close()
 
     # --- offsets ---
 
@@ -246,5 +242,5 @@ class StreamPlanner:
         return plan_ranges(self.opts, loaded.rlmm, loaded.claims, ranges)
 
     def committed(self) -> None:
-        """A micro-batch is committed: the next trigger reads the metadata again."""
-        self.close()
+        """A micro-batch is committed: the next one plans from the next trigger's metadata."""
+        self._loaded = None
