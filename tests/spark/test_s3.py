@@ -81,3 +81,51 @@ def test_read_and_export_through_s3(
         for r in part.records
     )
     assert exported == every
+
+
+def test_a_stream_over_s3_picks_up_segments_uploaded_while_it_runs(
+    spark: SparkSession, bucket: Bucket, moto_endpoint: str, s3_bucket: str, tmp_path: Path
+) -> None:
+    """The streaming query's incremental scan (its own event loop and S3 client) against a real
+    S3 server: half the objects first (whole segments: a manifest is uploaded last), the rest
+    while the query runs."""
+    register(spark)
+    root = bucket.root / "bucket"
+    manifests = sorted(root.rglob("*.rsm-manifest"), key=lambda m: m.name)
+    first = {m.name.removesuffix(".rsm-manifest") for m in manifests[: len(manifests) // 2]}
+    client = boto3.client("s3", endpoint_url=moto_endpoint, region_name="us-east-1")
+
+    def put(early: bool) -> None:
+        files = [p for p in root.rglob("*") if p.is_file()]
+        for path in sorted(files, key=lambda p: p.suffix == ".rsm-manifest"):
+            if (path.name.split(".", 1)[0] in first) == early:
+                key = path.relative_to(root).as_posix()
+                client.put_object(Bucket=s3_bucket, Key=key, Body=path.read_bytes())
+
+    put(early=True)
+    options = bucket.options(TOPIC, **{"s3.endpointUrl": moto_endpoint, "s3.pathStyle": "true"})
+    options["store"] = f"s3://{s3_bucket}"
+    query = (
+        spark.readStream.format("tiered-kafka").options(**options).load()
+        .selectExpr("partition", "offset", "key", "value")
+        .writeStream.format("parquet")
+        .option("path", str(tmp_path / "sink"))
+        .option("checkpointLocation", str(tmp_path / "checkpoint"))
+        .trigger(processingTime="200 milliseconds")
+        .start()
+    )  # fmt: skip
+    try:
+        query.processAllAvailable()
+        before = spark.read.parquet(str(tmp_path / "sink")).count()
+        put(early=False)
+        query.processAllAvailable()
+    finally:
+        query.stop()
+    got = sorted(tuple(r) for r in spark.read.parquet(str(tmp_path / "sink")).collect())
+    every = sorted(
+        (p, r.offset, r.key, r.value)
+        for p, part in bucket.topics[TOPIC].items()
+        for r in part.records
+    )
+    assert 0 < before < len(every)
+    assert got == every
