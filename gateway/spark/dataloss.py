@@ -42,6 +42,17 @@ def hole(tp: TopicIdPartition, lo: int, hi: int, claims: Sequence[Claim], *, fai
     log.warning("%s: skipped (failOnDataLoss=false)", message)
 
 
+def missing(tp: TopicIdPartition, lo: int, hi: int, reason: str, *, fail: bool) -> None:
+    """Offsets ``lo..hi`` the read asks for are no longer in the remote tier (``reason``: why,
+    e.g. retention deleted them): fail, or warn and skip them."""
+    message = (
+        f"offsets {lo}..{hi} of {tp.topic}-{tp.partition} are not in the remote tier: {reason}"
+    )
+    if fail:
+        raise RemoteGapError(f"{message} ({_SKIPS})", lo, hi)
+    log.warning("%s: skipped (failOnDataLoss=false)", message)
+
+
 def lost(fail: bool, what: str, claims: Sequence[Claim]) -> None:
     """Records the read would include are in segments whose manifests cannot be read."""
     message = f"{what}: {_unreadable(claims)}"

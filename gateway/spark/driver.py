@@ -36,12 +36,16 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from gateway.errors import ConfigurationError, UnknownTopicOrPartitionError
+from gateway.errors import (
+    ConfigurationError,
+    OffsetOutOfRangeError,
+    UnknownTopicOrPartitionError,
+)
 from gateway.metadata.manager import RemoteLogMetadataManager
 from gateway.metadata.model import RemoteLogSegmentMetadata, TopicIdPartition
 from gateway.service.locate import Claim, remote_bounds, resolve
 from gateway.service.types import IsolationLevel
-from gateway.spark.dataloss import hole, lost
+from gateway.spark.dataloss import hole, lost, missing
 from gateway.spark.options import Bound, BoundKind, ReadOptions
 from gateway.spark.plan import SegmentRef, Split, plan_partition, segment_ref, share_bytes
 from gateway.spark.segments import ReadContext, TxnChain
@@ -172,6 +176,11 @@ def _resolve(
     claims: Sequence[Claim] = (),
     fail_on_data_loss: bool = True,
 ) -> int:
+    """``bound`` as an offset of ``tp``'s remote tier. An explicit offset before the remote log
+    start asks for records retention deleted: data loss (``failOnDataLoss``; skipped, the read
+    starts at the log start). One past the remote end asks for records not tiered yet:
+    :class:`OffsetOutOfRangeError` (Spark's Kafka source reports an offset past the latest as
+    data loss in a streaming query, and refuses it in a batch one)."""
     start, end = remote_bounds(rlmm, tp)
     if bound.kind is BoundKind.EARLIEST:
         return start
@@ -180,7 +189,19 @@ def _resolve(
             return stable_end(rlmm, tp, ctx)  # the remote LSO, as a broker's latest
         return end
     if bound.kind is BoundKind.OFFSET:
-        return min(max(bound.value, start), end)
+        side = "ending" if ending else "starting"
+        if bound.value < start:
+            reason = f"the {side} offset {bound.value} is before the remote log start {start}"
+            missing(tp, bound.value, start - 1, reason, fail=fail_on_data_loss)
+            return start
+        if bound.value > end:
+            raise OffsetOutOfRangeError(
+                f"{tp.topic}-{tp.partition}: the {side} offset {bound.value} is past the remote "
+                f"log end {end} (records not tiered yet are not in the remote tier)",
+                start,
+                end,
+            )
+        return bound.value
     found = offset_for_timestamp(
         rlmm, tp, bound.value, ctx, claims=claims, fail_on_data_loss=fail_on_data_loss
     )
@@ -205,9 +226,23 @@ def _topics(rlmm: RemoteLogMetadataManager, opts: ReadOptions, claims: Claims) -
 
 
 def _partitions(
-    rlmm: RemoteLogMetadataManager, opts: ReadOptions, topic: str, claims: Claims
+    rlmm: RemoteLogMetadataManager,
+    opts: ReadOptions,
+    topic: str,
+    claims: Claims,
+    *,
+    streaming: bool = False,
 ) -> list[TopicIdPartition]:
-    topic_id = rlmm.resolve_topic(topic, opts.topic_id)
+    """The partitions of ``topic`` the read takes. A named topic or partition without remote
+    data fails a batch read with :class:`UnknownTopicOrPartitionError`; a streaming query
+    logs it and takes it when it is tiered."""
+    try:
+        topic_id = rlmm.resolve_topic(topic, opts.topic_id)
+    except UnknownTopicOrPartitionError as exc:
+        if not streaming:
+            raise
+        log.warning("%s: nothing of it is tiered yet; read when it is", exc)
+        return []
     known = {tp.partition: tp for tp in rlmm.partitions(topic_id)}
     claimed = {
         tp.partition: c
@@ -224,20 +259,21 @@ def _partitions(
             )
     if asked is None:
         return [known[p] for p in sorted(known)]
-    missing = sorted(set(asked) - set(known) - set(claimed))
-    if missing:
-        raise UnknownTopicOrPartitionError(
-            f"topic {topic!r} has no remote data for partitions {missing}"
-        )
+    absent = sorted(set(asked) - set(known) - set(claimed))
+    if absent:
+        message = f"topic {topic!r} has no remote data for partitions {absent}"
+        if not streaming:
+            raise UnknownTopicOrPartitionError(message)
+        log.warning("%s yet; read when they are tiered", message)
     return [known[p] for p in asked if p in known]
 
 
 def subscribed_partitions(
-    rlmm: RemoteLogMetadataManager, opts: ReadOptions, claims: Claims, *, empty_ok: bool = False
+    rlmm: RemoteLogMetadataManager, opts: ReadOptions, claims: Claims, *, streaming: bool = False
 ) -> list[TopicIdPartition]:
     """Every partition the read takes, topic by topic. A pattern that matches no topic is
-    :class:`UnknownTopicOrPartitionError` naming the topics there are (with ``empty_ok``, a
-    streaming trigger's, a warning: a later one may match)."""
+    :class:`UnknownTopicOrPartitionError` naming the topics there are; in ``streaming``, where
+    a later trigger may find them, a warning, as for named topics not tiered yet."""
     topics = _topics(rlmm, opts, claims)
     if not topics:
         there = sorted(rlmm.topics())
@@ -245,14 +281,16 @@ def subscribed_partitions(
             f"{opts.subscription.describe()} matches no topic of the remote tier "
             f"(it holds {there if there else 'none'})"
         )
-        if empty_ok:
+        if streaming:
             log.warning("%s", message)
             return []
         raise UnknownTopicOrPartitionError(message)
-    return [tp for topic in topics for tp in _partitions(rlmm, opts, topic, claims)]
+    return [
+        tp for topic in topics for tp in _partitions(rlmm, opts, topic, claims, streaming=streaming)
+    ]
 
 
-def _check_ends(
+def check_ends(
     opts: ReadOptions,
     tp: TopicIdPartition,
     claims: Sequence[Claim],
@@ -298,8 +336,27 @@ def resolve_ranges(
                 f"partition {p} of {tp.topic}: the starting offset {lo} is after the "
                 f"ending offset {hi}"
             )
-        _check_ends(opts, tp, claimed, bounds=remote_bounds(rlmm, tp), lo=lo, hi=hi)
+        check_ends(opts, tp, claimed, bounds=remote_bounds(rlmm, tp), lo=lo, hi=hi)
         out.append((tp, lo, hi))
+    return out
+
+
+def resolve_starts(
+    opts: ReadOptions, rlmm: RemoteLogMetadataManager, claims: Claims
+) -> list[tuple[TopicIdPartition, int]]:
+    """A new streaming query's first offset of each subscribed partition (no ending bound to
+    compare with: a start past read_committed's last stable offset waits for it)."""
+    ctx = context_of(opts)
+    out = []
+    fail = opts.fail_on_data_loss
+    for tp in subscribed_partitions(rlmm, opts, claims, streaming=True):
+        claimed = claims.get(tp, ())
+        lo = _resolve(
+            opts.start.for_partition(tp.topic, tp.partition), rlmm, tp, ctx, ending=False,
+            strategy=opts.start_timestamp_strategy, claims=claimed, fail_on_data_loss=fail,
+        )  # fmt: skip
+        check_ends(opts, tp, claimed, bounds=remote_bounds(rlmm, tp), lo=lo, hi=-1)
+        out.append((tp, lo))
     return out
 
 

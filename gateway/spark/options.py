@@ -392,9 +392,14 @@ def _limits(opts: Mapping[str, str]) -> StreamLimits:
         return None if text is None else _int(name, text, 1)
 
     delay = opts.get("maxtriggerdelay")
+    low, high = optional("minOffsetsPerTrigger"), optional("maxOffsetsPerTrigger")
+    if low is not None and high is not None and low > high:
+        raise ConfigurationError(
+            f"option minOffsetsPerTrigger={low} is above maxOffsetsPerTrigger={high}"
+        )
     return StreamLimits(
-        max_offsets=optional("maxOffsetsPerTrigger"),
-        min_offsets=optional("minOffsetsPerTrigger"),
+        max_offsets=high,
+        min_offsets=low,
         max_trigger_delay_ms=(
             StreamLimits().max_trigger_delay_ms
             if delay is None

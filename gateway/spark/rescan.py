@@ -53,7 +53,14 @@ class Rescan:
             self._rlmm = open_manager(path)
             return self._rlmm, {}
         first = self._scanner is None
-        scanner = self._open() if self._scanner is None else self._scanner
+        if self._scanner is None:
+            try:
+                scanner = self._open()
+            except BaseException:
+                self.close()
+                raise
+        else:
+            scanner = self._scanner
         assert self._loop is not None and self._rlmm is not None
         report = self._loop.run_until_complete(scanner.scan())
         if first and not report.manifests:  # a wrong keyPrefix: say what lies around it
@@ -83,12 +90,18 @@ class Rescan:
         return self._scanner
 
     def close(self) -> None:
-        if self._store is not None and self._loop is not None:
-            self._loop.run_until_complete(self._store.close())
-        if self._pool is not None:
-            self._pool.shutdown()
-        if self._loop is not None:
-            self._loop.close()
-        if self._rlmm is not None:
-            self._rlmm.close()
+        """Release everything, each part even when closing another one failed."""
+        loop, pool, store, rlmm = self._loop, self._pool, self._store, self._rlmm
         self._loop = self._pool = self._store = self._scanner = self._rlmm = None
+        try:
+            if store is not None and loop is not None:
+                loop.run_until_complete(store.close())
+        finally:
+            try:
+                if pool is not None:
+                    pool.shutdown()
+                if loop is not None:
+                    loop.close()
+            finally:
+                if rlmm is not None:
+                    rlmm.close()

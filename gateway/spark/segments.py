@@ -11,6 +11,7 @@ framed strictly by :class:`~gateway.read.framing.SegmentFramer`, the service's f
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -28,7 +29,7 @@ from gateway.remote.manifest import IndexType, parse_manifest
 from gateway.remote.reader import RemoteSegment
 from gateway.remote.sync_reader import SyncSegmentReader
 from gateway.service.types import IsolationLevel
-from gateway.spark.plan import SegmentRef
+from gateway.spark.plan import SegmentRef, Split
 from gateway.storage.sync import SyncObjectStore, SyncStoreSpec
 from indexcache.validate import check_offset_index, check_time_index, check_txn_index
 
@@ -58,6 +59,12 @@ class ReadContext:
     isolation: IsolationLevel
     max_rows: int
     txn_chains: tuple[TxnChain, ...] = ()
+
+    def for_split(self, split: Split) -> ReadContext:
+        """This context with only the transaction chain ``split`` needs (a stream ships one
+        context per split)."""
+        chain = self.txn_chain(split.topic, split.partition)
+        return dataclasses.replace(self, txn_chains=() if chain is None else (chain,))
 
     def txn_chain(self, topic: str, partition: int) -> TxnChain | None:
         for chain in self.txn_chains:

@@ -112,7 +112,7 @@ class TieredKafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNo
     def __init__(self, planner: StreamPlanner) -> None:
         self.planner = planner
 
-    def initialOffset(self) -> dict[str, dict[str, int]]:  # noqa: N802
+    def initialOffset(self) -> dict[str, object]:  # noqa: N802
         return self.planner.initial()
 
     def getDefaultReadLimit(self) -> ReadLimit:  # noqa: N802
@@ -138,7 +138,7 @@ class TieredKafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNo
 
     def partitions(self, start: dict[str, object], end: dict[str, object]) -> list[InputPartition]:
         plan = self.planner.plan(start, end)
-        return [StreamSplit(split, plan.context) for split in plan.splits]
+        return [StreamSplit(split, plan.context.for_split(split)) for split in plan.splits]
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         split, context = partition.value
@@ -147,7 +147,7 @@ class TieredKafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNo
         return read_split(split, context)
 
     def commit(self, end: dict[str, object]) -> None:
-        self.planner.committed()
+        """Nothing to do: the offsets are in Spark's checkpoint, the source keeps no state."""
 
     def stop(self) -> None:
         self.planner.close()

@@ -7,7 +7,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from gateway.errors import ConfigurationError
-from gateway.spark.options import StreamLimits
+from gateway.spark.options import StreamLimits, parse_options
 from gateway.spark.stream import admit, from_json, share, to_json
 
 keys = st.tuples(st.sampled_from(["a", "b", "c"]), st.integers(0, 5))
@@ -36,12 +36,25 @@ def test_malformed_offsets_are_refused(bad: dict[str, object]) -> None:
         from_json(bad)
 
 
+def test_share_starves_no_partition_behind_a_large_one() -> None:
+    # Rounded down, the small ones get 0: the remainder goes to them before the large one.
+    assert share({("t", 0): 10**6, ("t", 1): 1}, 2) == {("t", 0): 1, ("t", 1): 1}
+    assert share({("t", 0): 10**6, ("t", 1): 1}, 5) == {("t", 0): 4, ("t", 1): 1}
+
+
 def test_admit_waits_for_min_offsets_until_the_delay_passes() -> None:
     start = {("t", 0): 10, ("t", 1): 0}
-    latest = {("t", 0): 13, ("t", 1): 1, ("t", 2): 7}  # ("t", 2) is new, not in start
+    latest = {("t", 0): 13, ("t", 1): 1, ("t", 2): 7}  # ("t", 2) is not the batch's: left out
     limits = StreamLimits(min_offsets=10, max_trigger_delay_ms=1000)
-    waiting = admit({**start, ("t", 2): 5}, latest, limits, waited_ms=999)
-    assert waiting == {("t", 0): 10, ("t", 1): 0, ("t", 2): 5}
-    assert admit({**start, ("t", 2): 5}, latest, limits, waited_ms=1000) == latest
+    assert admit(start, latest, limits, waited_ms=999) == start
+    assert admit(start, latest, limits, waited_ms=1000) == {("t", 0): 13, ("t", 1): 1}
     capped = admit(start, {("t", 0): 110, ("t", 1): 100}, StreamLimits(max_offsets=10), 0)
     assert capped == {("t", 0): 15, ("t", 1): 5}
+    behind = admit(start, {("t", 0): 4, ("t", 1): 9}, StreamLimits(), 0)  # never backwards
+    assert behind == {("t", 0): 10, ("t", 1): 9}
+
+
+def test_min_offsets_above_max_is_refused() -> None:
+    with pytest.raises(ConfigurationError, match="minOffsetsPerTrigger"):
+        parse_options({"store": "file:///b", "topic": "t", "minOffsetsPerTrigger": "9",
+                       "maxOffsetsPerTrigger": "5"})  # fmt: skip
