@@ -35,7 +35,12 @@ class Tiered:
     def bases(self, p: int) -> list[int]:
         return sorted(int(f.stem) for f in self.folder(p).glob("[0-9]" * 20 + ".log"))
 
-    def tier(self, segments: int, partitions: tuple[int, ...] = tuple(range(PARTITIONS))) -> None:
+    def tier(
+        self,
+        segments: int,
+        partitions: tuple[int, ...] = tuple(range(PARTITIONS)),
+        topic_id: uuid.UUID = TOPIC_ID,
+    ) -> None:
         """Tier the first ``segments`` segments of ``partitions`` (what is there is skipped)."""
         for p in partitions:
             bases = self.bases(p)
@@ -50,7 +55,7 @@ class Tiered:
                     shutil.copy(f, stage / f.name)
             argv = [
                 "tier", str(stage), "--store", self.bucket.as_uri(), "--topic", TOPIC,
-                "--topic-id", encode_uuid(TOPIC_ID), "--partition", str(p),
+                "--topic-id", encode_uuid(topic_id), "--partition", str(p),
                 "--chunk-size", "1024",
             ]  # fmt: skip
             assert main([*argv, "--include-active"] if last else argv) == 0

@@ -5,6 +5,7 @@ partition appearing, retention, deletion, explicit offsets, Trigger.AvailableNow
 from __future__ import annotations
 
 import json
+import uuid
 from pathlib import Path
 
 import pytest
@@ -91,6 +92,21 @@ def test_a_partition_deleted_or_truncated_under_the_query(tiered: Tiered) -> Non
     lenient = planner(tiered, failOnDataLoss="false")
     batch2 = lenient.latest(batch1, ALL)
     assert offsets(batch2)[TOPIC, 0] == offsets(batch1)[TOPIC, 0]  # kept, nothing to read
+
+
+def test_a_topic_recreated_under_the_query(tiered: Tiered) -> None:
+    tiered.tier(2)
+    query = planner(tiered)
+    batch1 = query.latest(query.latest(query.initial(), ALL), ALL)
+    tiered.tier(1, topic_id=uuid.uuid4())  # the topic deleted and created again, then tiered
+    with pytest.raises(RemoteGapError, match="re-created"):
+        planner(tiered).latest(batch1, ALL)
+    lenient = planner(tiered, failOnDataLoss="false")
+    batch2 = lenient.latest(batch1, ALL)
+    assert offsets(batch2) == {(TOPIC, 0): 0, (TOPIC, 1): 0}  # the new incarnation's start
+    assert lenient.plan(batch1, batch2).splits == ()  # the old offsets: nothing to read
+    batch3 = lenient.latest(batch2, ALL)
+    assert all(hi > 0 for hi in offsets(batch3).values())  # then it is read from there
 
 
 def test_explicit_offsets_outside_the_remote_tier(tiered: Tiered) -> None:
