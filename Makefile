@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 
-.PHONY: run test unit unit-without-spark bench load fmt lint typecheck clean deploy-check
+.PHONY: run test unit unit-without-spark bench load fmt lint typecheck clean deploy-check spark-env
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -65,6 +65,7 @@ bench: $(VENV)/.installed-dev
 	$(BIN)/python -m tests.bench.bench_cold
 	$(BIN)/python -m tests.bench.bench_spark
 	$(BIN)/python -m tests.bench.bench_first_run
+	$(BIN)/python -m tests.bench.bench_iceberg
 	$(BIN)/python -m tests.bench.bench_http --docs docs/benchmarks.md
 
 # Locust against `serve` on a generated bucket: RPS, failures, latencies, GETs/MB, RSS over the
@@ -87,6 +88,23 @@ lint: $(VENV)/.installed-dev
 
 typecheck: $(VENV)/.installed-dev
 	$(BIN)/mypy
+
+# The packed environment a cluster's executors unpack (docs/spark.md): a fresh venv with the
+# package (installed, not editable: venv-pack refuses those), its dependencies and pyarrow but
+# not pyspark (the cluster has its own), the compiled record loops in numba's cache beside their
+# sources (run from the venv's folder, not the source tree), packed by venv-pack into
+# $(SPARK_ENV).tar.gz. Its python links to this machine's base interpreter, which executors need
+# at the same path; else SPARK_ENV_PYTHON_PREFIX=/usr (their Python's prefix, same minor version).
+SPARK_ENV ?= build/spark-env
+SPARK_ENV_PYTHON_PREFIX ?=
+spark-env: $(VENV)/.installed-dev
+	rm -rf $(SPARK_ENV) $(SPARK_ENV).tar.gz
+	$(PYTHON) -m venv $(SPARK_ENV)
+	$(SPARK_ENV)/bin/pip install --quiet . 'pyarrow>=15'
+	cd $(SPARK_ENV) && env -u NUMBA_CACHE_DIR bin/python -c \
+		'from gateway.api.jsonkernel import warm_up; warm_up()'
+	$(BIN)/venv-pack --quiet --prefix $(SPARK_ENV) --output $(SPARK_ENV).tar.gz \
+		$(if $(SPARK_ENV_PYTHON_PREFIX),--python-prefix $(SPARK_ENV_PYTHON_PREFIX))
 
 clean:
 	rm -rf $(VENV) $(DEPLOY_VENV) build .pytest_cache .mypy_cache .ruff_cache

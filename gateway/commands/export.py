@@ -5,6 +5,10 @@ so the CLI works without the ``spark`` extra until someone exports). The same ar
 the job's under spark-submit: ``spark-submit gateway/commands/export.py --store ... --output ...``
 or ``python -m gateway.commands.export ...``.
 
+``--format iceberg`` commits to an Apache Iceberg table instead of writing to ``--output``
+(``--catalog``, ``--warehouse``, ``--table``; ``docs/iceberg.md``): a re-run appends only the
+offsets the table does not hold yet.
+
 ``--from`` / ``--to`` take ``earliest``, ``latest``, an offset (every partition), Spark's
 per-partition JSON (``{"orders":{"0":23,"1":-2}}``), or a time: ``@<epoch ms>`` or ISO-8601
 (``2024-05-01T12:00:00Z``; no zone means UTC). ``--to`` is exclusive.
@@ -18,10 +22,10 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 
-from gateway.commands.common import add_key_pair_arg, add_store_args
+from gateway.commands.common import add_key_pair_arg, add_store_args, apply_settings
 from gateway.errors import ConfigurationError, GatewayError
 
-FORMATS = ("parquet", "orc", "json")
+FORMATS = ("parquet", "orc", "json", "iceberg")
 WRITERS = ("arrow", "spark")
 COMPRESSIONS = ("snappy", "zstd", "gzip", "lz4", "none")
 BOUNDS = (
@@ -57,8 +61,37 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         default="read_uncommitted",
     )
     p.add_argument("--include-headers", action="store_true")
-    p.add_argument("--output", required=True, help="output directory (any Hadoop path)")
-    p.add_argument("--format", choices=FORMATS, default="parquet")
+    p.add_argument("--output", help="output directory (any Hadoop path); not with --format iceberg")
+    p.add_argument(
+        "--format",
+        choices=FORMATS,
+        default="parquet",
+        help="parquet (default), orc, json, or iceberg: one commit to an Iceberg table of "
+        "the offsets it does not hold yet (--catalog, --warehouse, --table)",
+    )
+    p.add_argument(
+        "--catalog",
+        metavar="URI",
+        help="iceberg: sqlite:///path/catalog.db or a REST catalog's http(s):// URL (default: "
+        "an SQLite catalog.db in a local --warehouse)",
+    )
+    p.add_argument(
+        "--warehouse",
+        metavar="PATH",
+        help="iceberg: where new tables go (a local folder, or s3://... with --catalog)",
+    )
+    p.add_argument(
+        "--table",
+        metavar="NS.NAME",
+        help="iceberg: the table, created when missing (default: kafka.<topic>)",
+    )
+    p.add_argument(
+        "--catalog-property",
+        action="append",
+        metavar="KEY=VALUE",
+        help="iceberg: a pyiceberg catalog property (a REST catalog's token, credential, "
+        "s3.endpoint ...); repeatable",
+    )
     p.add_argument(
         "--writer",
         choices=WRITERS,
@@ -75,8 +108,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--mode",
         choices=("errorifexists", "overwrite", "append", "ignore"),
-        default="errorifexists",
-        help="what to do when the output exists",
+        help="what to do when the output exists (default errorifexists; not with iceberg, "
+        "which appends what the table lacks)",
     )
     p.add_argument(
         "--master",
@@ -101,9 +134,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser(
         "export",
-        help="write a topic's records to Parquet with Spark",
+        help="write a topic's records to Parquet or an Iceberg table with Spark",
         description="Write a topic's records, read from the bucket, to Parquet (or ORC, JSON) "
-        "with Spark: one row per record with Spark's Kafka source columns.",
+        "with Spark, or append to an Iceberg table the offsets it does not hold yet: one row "
+        "per record with Spark's Kafka source columns.",
     )
     add_arguments(p)
 
@@ -164,7 +198,27 @@ def reader_options(args: argparse.Namespace) -> dict[str, str]:
     return opts
 
 
+def check_target(args: argparse.Namespace) -> None:
+    """``--output`` and ``--mode`` for files, the catalog flags for ``--format iceberg``."""
+    iceberg = args.format == "iceberg"
+    if iceberg and (args.output is not None or args.mode is not None):
+        raise ConfigurationError(
+            "--format iceberg writes into the table's location and appends only what it lacks: "
+            "no --output or --mode (give --warehouse, --catalog, --table)"
+        )
+    if not iceberg:
+        if args.output is None:
+            raise ConfigurationError("--output is required (or --format iceberg)")
+        given = [f for f in ("catalog", "warehouse", "table", "catalog_property") if
+                 getattr(args, f)]  # fmt: skip
+        if given:
+            flags = ", ".join("--" + f.replace("_", "-") for f in given)
+            raise ConfigurationError(f"{flags}: only with --format iceberg")
+        args.mode = args.mode or "errorifexists"
+
+
 def run(args: argparse.Namespace) -> int:
+    check_target(args)
     try:
         from gateway.spark.export import run_export  # noqa: PLC0415
     except ImportError as exc:
@@ -182,6 +236,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     add_arguments(parser)
     args = parser.parse_args(argv)
     try:
+        apply_settings(args)
         return run(args)
     except GatewayError as exc:
         print(f"error: {exc}", file=sys.stderr)

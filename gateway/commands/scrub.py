@@ -109,10 +109,14 @@ def _session(master: str, log_path: Path) -> tuple[SparkSession, bool]:
         raise ConfigurationError(
             "scrub needs pyspark: pip install 'tiered-gateway[spark]'"
         ) from exc
+    from gateway.spark.ship import ship_package  # noqa: PLC0415
+
     active = SparkSession.getActiveSession()
     if active is not None:
+        ship_package(active)  # a cluster's executors need the package (gateway.spark.ship)
         return active, False
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)  # executors import gateway too
+    if master.startswith("local"):  # a cluster's executors run their own Python (docs/spark.md)
+        os.environ.setdefault("PYSPARK_PYTHON", sys.executable)  # executors import gateway too
     from gateway.spark.logs import quiet_session_conf  # noqa: PLC0415
 
     builder: Any = SparkSession.builder.master(master).appName("tiered-gateway scrub")
@@ -120,6 +124,7 @@ def _session(master: str, log_path: Path) -> tuple[SparkSession, bool]:
         builder = builder.config(key, value)
     session = builder.getOrCreate()
     session.sparkContext.setLogLevel("ERROR")
+    ship_package(session)
     return session, True
 
 

@@ -86,10 +86,10 @@ def context_of(opts: ReadOptions) -> ReadContext:
 
 def load_metadata(opts: ReadOptions) -> RemoteLogMetadataManager:
     """The RLMM of the read: the catalog when one is given, else a scan of the bucket."""
-    return _load(opts)[0]
+    return load_with_claims(opts)[0]
 
 
-def _load(opts: ReadOptions) -> tuple[RemoteLogMetadataManager, Claims]:
+def load_with_claims(opts: ReadOptions) -> tuple[RemoteLogMetadataManager, Claims]:
     """The RLMM and the unreadable manifests the scan found (none known from a catalog). A
     scan that finds no manifest under the prefix raises
     :class:`UnknownTopicOrPartitionError` with the diagnosis of the scope."""
@@ -185,8 +185,11 @@ def _resolve(
     if bound.kind is BoundKind.EARLIEST:
         return start
     if bound.kind is BoundKind.LATEST:
-        if ctx.isolation is IsolationLevel.READ_COMMITTED:
-            return stable_end(rlmm, tp, ctx)  # the remote LSO, as a broker's latest
+        # read_committed: the remote LSO, as a broker's latest; unless an unreadable manifest
+        # lies after the end (failOnDataLoss decides that read, as before the LSO existed)
+        beyond = any(c.start_offset >= end for c in claims)
+        if ctx.isolation is IsolationLevel.READ_COMMITTED and not beyond:
+            return stable_end(rlmm, tp, ctx)
         return end
     if bound.kind is BoundKind.OFFSET:
         side = "ending" if ending else "starting"
@@ -336,7 +339,11 @@ def resolve_ranges(
                 f"partition {p} of {tp.topic}: the starting offset {lo} is after the "
                 f"ending offset {hi}"
             )
-        check_ends(opts, tp, claimed, bounds=remote_bounds(rlmm, tp), lo=lo, hi=hi)
+        bounds = remote_bounds(rlmm, tp)
+        # A read to latest reads to the end even when read_committed stops it at the last
+        # stable offset: a manifest after the end could hold the markers that move it.
+        to_end = opts.end.for_partition(tp.topic, p).kind is BoundKind.LATEST
+        check_ends(opts, tp, claimed, bounds=bounds, lo=lo, hi=bounds[1] if to_end else hi)
         out.append((tp, lo, hi))
     return out
 
@@ -421,7 +428,7 @@ def build_plan(
     with ``claims``, the manifests its scan could not read)."""
     own = rlmm is None
     if rlmm is None:
-        manager, claims = _load(opts)
+        manager, claims = load_with_claims(opts)
     else:
         manager, claims = rlmm, claims or {}
     try:

@@ -19,6 +19,10 @@ Kafka partition:
 * ``--writer spark`` (ORC, JSON, or Parquet to paths only Hadoop reaches): the ``tiered-kafka``
   data source into Spark's DataFrame writer, the count by an :class:`pyspark.sql.Observation`
   during the write.
+* ``--format iceberg``: the Arrow writer's tasks write one Parquet file per (split, UTC day)
+  into the table's ``data/`` folder, then the driver adds them all to an Iceberg table in one
+  commit (:mod:`gateway.spark.iceberg`), reading only the offsets the table does not hold yet
+  (``docs/iceberg.md``).
 
 A session is built when none exists (``--master``, else ``local[*]`` outside spark-submit,
 whose ``--master`` wins). Progress goes to stderr: the running stages' finished and running
@@ -40,6 +44,7 @@ import sys
 import time
 import uuid
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pyarrow.fs as pafs
 from py4j.protocol import Py4JJavaError
@@ -47,9 +52,10 @@ from pyspark.errors import AnalysisException, PythonException
 from pyspark.sql import DataFrame, Observation, SparkSession
 from pyspark.sql.functions import count, lit
 
-from gateway.errors import ConfigurationError, ExportFailedError
+from gateway.errors import ConfigurationError, ExportFailedError, GatewayError
+from gateway.metadata.manager import RemoteLogMetadataManager
 from gateway.spark import FORMAT_NAME
-from gateway.spark.driver import build_plan
+from gateway.spark.driver import Claims, ReadPlan, build_plan, load_with_claims
 from gateway.spark.logs import default_log_path, quiet_session_conf
 from gateway.spark.options import parse_options
 from gateway.spark.progress import Progress
@@ -63,9 +69,13 @@ from gateway.spark.sink import (
     redact,
     remove_job_files,
     remove_leftovers,
+    write_planned,
     write_split,
 )
 from gateway.spark.source import TieredKafkaDataSource
+
+if TYPE_CHECKING:
+    from pyiceberg.table import Table
 
 log = logging.getLogger(__name__)
 
@@ -86,8 +96,11 @@ def session(
 ) -> SparkSession:
     """The active session, else a new one (``local[*]`` unless spark-submit sets a master)
     whose own log goes to ``log_path`` (:mod:`gateway.spark.logs`), not the terminal."""
+    from gateway.spark.ship import ship_package  # noqa: PLC0415
+
     active = SparkSession.getActiveSession()
     if active is not None:
+        ship_package(active)  # a cluster's executors need the package (gateway.spark.ship)
         return active
     builder = SparkSession.builder.appName(app_name)
     if log_path is not None:
@@ -101,7 +114,9 @@ def session(
         # Local Python workers must run this interpreter (its venv has gateway), not the
         # first python3 on PATH; SparkContext reads only the environment for it.
         os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    return builder.getOrCreate()
+    spark = builder.getOrCreate()
+    ship_package(spark)
+    return spark
 
 
 def read_topic(spark: SparkSession, options: dict[str, str]) -> DataFrame:
@@ -112,8 +127,10 @@ def read_topic(spark: SparkSession, options: dict[str, str]) -> DataFrame:
 def writer_of(args: argparse.Namespace) -> str:
     """``--writer``, defaulting to arrow for Parquet and Spark's writer for other formats;
     checks that the format takes the codec."""
-    writer: str = args.writer or ("arrow" if args.format == "parquet" else "spark")
-    if writer == "arrow" and args.format != "parquet":
+    writer: str = args.writer or ("arrow" if args.format in ("parquet", "iceberg") else "spark")
+    if args.format == "iceberg" and writer != "arrow":
+        raise ConfigurationError("--format iceberg writes with the arrow writer only")
+    if writer == "arrow" and args.format not in ("parquet", "iceberg"):
         raise ConfigurationError(f"--writer arrow writes parquet only, not {args.format}")
     if args.compression not in _CODECS.get(args.format, {args.compression}):
         raise ConfigurationError(
@@ -130,21 +147,27 @@ def export(
     started = time.monotonic()
     writer = writer_of(args)
     progress = Progress(spark, f"export {args.topic}") if not args.quiet else _Quiet()
+    written: dict[str, object]
     try:
         with progress:
-            if writer == "arrow":
-                written = _export_with_arrow(spark, args, options)
+            if args.format == "iceberg":
+                written = _export_to_iceberg(spark, args, options)
+            elif writer == "arrow":
+                written = {**_export_with_arrow(spark, args, options)}
             else:
-                written = _export_with_spark(spark, args, options)
+                written = {**_export_with_spark(spark, args, options)}
     except AnalysisException as exc:  # an existing output, a bad path or option: no traceback
         raise ConfigurationError(f"export to {args.output}: {_last_line(exc)}") from exc
     except (PythonException, Py4JJavaError) as exc:  # a task failed (after Spark's retries)
         raise ExportFailedError(f"export of {args.topic} failed: {task_error(exc)}") from exc
     seconds = time.monotonic() - started
     records = written.get("records", 0)
+    assert isinstance(records, int)
+    output = written.pop("output", None) or args.output
+    assert isinstance(output, str)
     return {
         "topic": args.topic,
-        "output": redact(args.output),
+        "output": redact(output),
         "format": args.format,
         "writer": writer,
         **written,
@@ -199,6 +222,173 @@ def _export_with_arrow(
         "records": sum(r.records for r in results),
         "files": sum(1 for r in results if r.path is not None),
         "bytes": sum(r.bytes for r in results),
+    }
+
+
+_BOUND_OPTIONS = frozenset(
+    {
+        "startingoffsets", "endingoffsets", "startingtimestamp", "endingtimestamp",
+        "startingoffsetsbytimestamp", "endingoffsetsbytimestamp", "partitions",
+    }
+)  # fmt: skip
+
+
+def _export_to_iceberg(
+    spark: SparkSession, args: argparse.Namespace, options: dict[str, str]
+) -> dict[str, object]:
+    """Plan what the table lacks, write it with the Arrow writer, commit once on the driver.
+
+    The table's cumulative summary map says which offsets it holds; the read's resolved
+    ``[start, end)`` of each partition minus those is what this run reads: one plan when it
+    is one run of offsets per partition (the usual cron case: from the last commit to the
+    end), else one plan per run. Nothing missing: no job, no commit."""
+    from gateway.spark import iceberg as ice  # noqa: PLC0415 (a second of imports: only here)
+
+    opts = parse_options(options)
+    identifier = ice.table_identifier(args.table, opts.topic)
+    shown = ".".join(identifier)
+    properties = _catalog_properties(args.catalog_property or [])
+    try:
+        catalog = ice.open_catalog(args.catalog, args.warehouse, properties)
+        table = ice.load_table(catalog, identifier)
+    except GatewayError:
+        raise
+    except Exception as exc:  # the catalog's own errors: unreachable, refused, malformed
+        where = redact(args.catalog or args.warehouse or "")
+        raise ConfigurationError(f"catalog {where}: {type(exc).__name__}: {exc}") from exc
+    if table is not None:
+        ice.check_table(table, opts.include_headers)
+    done = ice.committed(table) if table is not None else ice.Committed()
+    rlmm, claims = load_with_claims(opts)
+    try:
+        topic_id = str(rlmm.resolve_topic(opts.topic, opts.topic_id))
+        isolation = opts.isolation.value
+        if table is not None:
+            ice.check_topic(table, done, opts.topic, topic_id, isolation)
+        plan = build_plan(opts, rlmm, claims)
+        held = done.ranges.get(opts.topic, {})
+        wanted = {r.partition: (r.start_offset, r.end_offset) for r in plan.ranges}
+        gaps = {p: ice.missing(lo, hi, held.get(p, [])) for p, (lo, hi) in wanted.items()}
+        gaps = {p: g for p, g in gaps.items() if g}
+        whole = all(gaps.get(p, []) == ([(lo, hi)] if lo < hi else []) for p, (lo, hi) in
+                    wanted.items())  # fmt: skip
+        plans = []
+        if gaps:
+            plans = [plan] if whole else _gap_plans(options, opts.topic, gaps, rlmm, claims)
+    finally:
+        rlmm.close()
+    if table is None:
+        try:
+            table = ice.create_table(catalog, identifier, opts.include_headers)
+        except GatewayError:
+            raise
+        except Exception as exc:  # refused, or created by another run since it was loaded
+            raise ConfigurationError(
+                f"table {shown} could not be created: {type(exc).__name__}: {exc}"
+            ) from exc
+    location = ice.data_location(table)
+    result: dict[str, object] = {"table": shown, "output": table.location()}
+    if not gaps:
+        log.info("table %s holds every offset of the read: nothing to commit", shown)
+        return {**result, "records": 0, "files": 0, "bytes": 0, "snapshot_id": done.snapshot_id,
+                "committed": False, "ranges": {}}  # fmt: skip
+    info: dict[str, object] = {"topicId": topic_id, "isolation": isolation}
+    summary = ice.summary_properties(done, opts.topic, gaps, info)
+    written = _write_and_commit(
+        spark, table, location, plans, compression=args.compression, summary=summary
+    )
+    ranges = {str(p): [list(r) for r in g] for p, g in sorted(gaps.items())}
+    return {**result, **written, "committed": True, "ranges": {opts.topic: ranges}}
+
+
+def _catalog_properties(pairs: list[str]) -> dict[str, str]:
+    """``--catalog-property KEY=VALUE`` (repeated) as a dict."""
+    out = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key.strip():
+            raise ConfigurationError(f"--catalog-property {pair!r}: expected KEY=VALUE")
+        out[key.strip()] = value
+    return out
+
+
+def _gap_plans(
+    options: dict[str, str],
+    topic: str,
+    gaps: dict[int, list[tuple[int, int]]],
+    rlmm: RemoteLogMetadataManager,
+    claims: Claims,
+) -> list[ReadPlan]:
+    """One plan per round: the k-th missing run of offsets of every partition that has one."""
+    base = {k: v for k, v in options.items() if k.lower() not in _BOUND_OPTIONS}
+    plans = []
+    for k in range(max(len(g) for g in gaps.values())):
+        runs = {p: g[k] for p, g in sorted(gaps.items()) if len(g) > k}
+        round_options = {
+            **base,
+            "partitions": ",".join(str(p) for p in runs),
+            "startingOffsets": json.dumps({topic: {str(p): lo for p, (lo, _) in runs.items()}}),
+            "endingOffsets": json.dumps({topic: {str(p): hi for p, (_, hi) in runs.items()}}),
+        }
+        plans.append(build_plan(parse_options(round_options), rlmm, claims))
+    return plans
+
+
+def _write_and_commit(
+    spark: SparkSession,
+    table: Table,
+    location: str,
+    plans: list[ReadPlan],
+    *,
+    compression: str,
+    summary: dict[str, str],
+) -> dict[str, object]:
+    """The executors write every plan's splits, the driver commits the files in one
+    transaction; on any failure before the commit is known to have failed or succeeded the
+    job's files are removed (a commit whose outcome is unknown keeps them)."""
+    from gateway.spark import iceberg as ice  # noqa: PLC0415
+
+    out = OutputSpec(location, uuid.uuid4().hex[:8], compression=compression,
+                     keep_partition_columns=True)  # fmt: skip
+    fs, root = open_output(location)
+    items = [(i, split) for i, plan in enumerate(plans) for split in plan.splits]
+    contexts = tuple(plan.context for plan in plans)
+    folders = [partition_dir(root, split) for _, split in items]
+    results: list[Written] = []
+    try:
+        try:
+            if items:
+                job = functools.partial(write_planned, contexts=contexts, out=out)
+                rdd = spark.sparkContext.parallelize(items, len(items))
+                results = rdd.flatMap(job).collect()
+            remove_leftovers(fs, folders, out.job)
+            files = [location + w.path[len(root) :] for w in results if w.path is not None]
+            committing = time.monotonic()
+            snapshot_id = ice.commit(table, files, summary)
+            commit_s = time.monotonic() - committing
+        except ice.CommitStateUnknownException as exc:
+            raise ExportFailedError(
+                f"commit to table {'.'.join(table.name())}: its outcome is unknown ({exc}); the "
+                f"job's {len(results)} files are left in place: if the table's newest snapshot "
+                f"has no {ice.RANGES_KEY} of this run, they are not in the table"
+            ) from exc
+        except BaseException as exc:
+            settle(spark)
+            undo_export(fs, root, folders, out.job, created=False)
+            if isinstance(exc, ice.COMMIT_ERRORS):
+                raise ExportFailedError(
+                    f"commit to table {'.'.join(table.name())} failed, nothing committed and "
+                    f"the job's files removed: {type(exc).__name__}: {exc}"
+                ) from exc
+            raise
+    except OSError as exc:  # the driver's own listing and deletes
+        raise ExportFailedError(f"export to {redact(location)}: {exc}") from exc
+    return {
+        "records": sum(r.records for r in results),
+        "files": len(results),
+        "bytes": sum(r.bytes for r in results),
+        "snapshot_id": snapshot_id,
+        "commit_seconds": round(commit_s, 3),
     }
 
 
@@ -293,5 +483,8 @@ def run_export(args: argparse.Namespace, options: dict[str, str]) -> int:
         print(f"error: {exc}", file=sys.stderr)
         print(f"(Spark's log, with the traces: {log_path})", file=sys.stderr)
         return EXIT_FAILED
+    if summary.get("committed") is False:
+        print(f"nothing new: table {summary['table']} holds every offset of the read; "
+              "nothing committed", file=sys.stderr)  # fmt: skip
     print(json.dumps(summary, separators=(",", ":")))
     return EXIT_OK

@@ -15,6 +15,13 @@ A file appears whole or not at all: it is written under a dot name (which those 
 skip) and renamed into place once closed (on S3 or GCS a server-side copy), and a failed task
 deletes its temp file. A name is a function of the split and the job, so a retried task
 replaces its own file rather than adding a second one, and ``--mode append`` adds files.
+
+The Iceberg export (:mod:`gateway.spark.iceberg`) writes with :func:`write_split_by_day`: the
+same files in the same folders, but one per (split, UTC day of the record timestamps) and
+keeping the ``topic`` and ``partition`` columns, since Iceberg's ``add_files`` needs every
+data file inside one partition of ``identity(partition), day(timestamp)`` and infers it from
+the file's column statistics. The day is in the name (``part-<start>-<part>-d<day>-<job>``),
+so a retried task still replaces its own files.
 """
 
 from __future__ import annotations
@@ -22,11 +29,12 @@ from __future__ import annotations
 import contextlib
 import os
 import uuid
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Final
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
@@ -42,6 +50,7 @@ TEMP_MARK: Final = ".tmp-"
 _SCHEME_ALIASES: Final = {"s3a": "s3", "s3n": "s3"}
 _SECRET_PARAMS: Final = frozenset({"access_key", "secret_key", "session_token"})
 OBJECT_STORES: Final = frozenset({"s3", "gcs", "abfs"})
+US_PER_DAY: Final = 86_400_000_000
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,6 +62,7 @@ class OutputSpec:
     compression: str = "snappy"
     row_group_rows: int = 1 << 20
     row_group_bytes: int = 128 << 20
+    keep_partition_columns: bool = False  # topic and partition in the files (Iceberg)
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,9 +96,12 @@ def make_dir(fs: pafs.FileSystem, path: str) -> None:
         fs.create_dir(path, recursive=True)
 
 
-def file_name(split: Split, out: OutputSpec) -> str:
+def file_name(split: Split, out: OutputSpec, day: int | None = None) -> str:
+    """The file of ``split`` (of its records of UTC ``day``, days since the epoch, when the
+    export writes one file per day)."""
     codec = "" if out.compression == "none" else f".{out.compression}"
-    return f"part-{split.start_offset:020d}-{split.part:04d}-{out.job}{codec}.parquet"
+    dated = "" if day is None else f"-d{day}"
+    return f"part-{split.start_offset:020d}-{split.part:04d}{dated}-{out.job}{codec}.parquet"
 
 
 def partition_dir(root: str, split: Split) -> str:
@@ -100,44 +113,133 @@ def write_split(split: Split, ctx: ReadContext, out: OutputSpec) -> Written:
     return write_batches(read_split(split, ctx), split, out)
 
 
+def write_split_by_day(split: Split, ctx: ReadContext, out: OutputSpec) -> list[Written]:
+    """Read ``split`` and write its records as one Parquet file per UTC day of their
+    timestamps (none for a day without records), for the Iceberg export."""
+    return write_batches_by_day(read_split(split, ctx), split, out)
+
+
+def write_planned(
+    item: tuple[int, Split], contexts: Sequence[ReadContext], out: OutputSpec
+) -> list[Written]:
+    """:func:`write_split_by_day` of ``(plan, split)``: the Iceberg export may read several
+    plans (one per run of missing offsets) in one job, each with its own context."""
+    plan, split = item
+    return write_split_by_day(split, contexts[plan], out)
+
+
+class _PartFile:
+    """One output file being written: a temp name, row groups cut at the spec's bounds,
+    renamed into place by :meth:`finish`, deleted by :meth:`abort`."""
+
+    def __init__(self, fs: pafs.FileSystem, folder: str, name: str, out: OutputSpec) -> None:
+        self._fs = fs
+        self._folder = folder
+        self._out = out
+        self.final = f"{folder}/{name}"
+        self._target = f"{folder}/.{name}{TEMP_MARK}{uuid.uuid4().hex}"
+        self._writer: pq.ParquetWriter | None = None
+        self._pending: list[pa.RecordBatch] = []
+        self._rows = self._size = 0
+        self.records = 0
+
+    def add(self, body: pa.RecordBatch) -> None:
+        if self._writer is None:
+            make_dir(self._fs, self._folder)
+            self._writer = pq.ParquetWriter(
+                self._target, body.schema, filesystem=self._fs, compression=self._out.compression
+            )
+        self._pending.append(body)
+        self._rows += body.num_rows
+        self._size += body.nbytes
+        if self._rows >= self._out.row_group_rows or self._size >= self._out.row_group_bytes:
+            self._flush()
+
+    def _flush(self) -> None:
+        assert self._writer is not None
+        self._writer.write_table(pa.Table.from_batches(self._pending), row_group_size=self._rows)
+        self.records += self._rows
+        self._pending, self._rows, self._size = [], 0, 0
+
+    def finish(self) -> Written:
+        """Close and rename into place (nothing when no batch came)."""
+        if self._writer is None:
+            return Written(0, 0, None)
+        if self._pending:
+            self._flush()
+        self._writer.close()
+        self._writer = None
+        self._fs.move(self._target, self.final)
+        return Written(self.records, self._fs.get_file_info(self.final).size or 0, self.final)
+
+    def abort(self) -> None:
+        if self._writer is not None:
+            _close_quietly(self._writer)
+            self._writer = None
+        _remove(self._fs, self._target)
+
+
+def _body(batch: pa.RecordBatch, out: OutputSpec) -> pa.RecordBatch:
+    return batch if out.keep_partition_columns else batch.drop_columns(list(PARTITION_COLUMNS))
+
+
 def write_batches(batches: Iterable[pa.RecordBatch], split: Split, out: OutputSpec) -> Written:
     fs, root = open_output(out.uri)
-    folder = partition_dir(root, split)
-    name = file_name(split, out)
-    final = f"{folder}/{name}"
-    target = f"{folder}/.{name}{TEMP_MARK}{uuid.uuid4().hex}"
-    writer: pq.ParquetWriter | None = None
-    pending: list[pa.RecordBatch] = []
-    rows = size = records = 0
+    part = _PartFile(fs, partition_dir(root, split), file_name(split, out), out)
     try:
         for batch in batches:
-            body = batch.drop_columns(list(PARTITION_COLUMNS))
-            if writer is None:
-                make_dir(fs, folder)
-                writer = pq.ParquetWriter(
-                    target, body.schema, filesystem=fs, compression=out.compression
-                )
-            pending.append(body)
-            rows += body.num_rows
-            size += body.nbytes
-            if rows >= out.row_group_rows or size >= out.row_group_bytes:
-                writer.write_table(pa.Table.from_batches(pending), row_group_size=rows)
-                records += rows
-                pending, rows, size = [], 0, 0
-        if writer is None:
-            return Written(0, 0, None)
-        if pending:
-            writer.write_table(pa.Table.from_batches(pending), row_group_size=rows)
-            records += rows
-        writer.close()
-        writer = None
-        fs.move(target, final)
+            part.add(_body(batch, out))
+        return part.finish()
     except BaseException:
-        if writer is not None:
-            _close_quietly(writer)
-        _remove(fs, target)
+        part.abort()
         raise
-    return Written(records, fs.get_file_info(final).size or 0, final)
+
+
+def days_of(batch: pa.RecordBatch) -> np.ndarray:
+    """The UTC day (days since the epoch, floored: Iceberg's ``day`` transform) of each
+    record's ``timestamp`` (microseconds)."""
+    micros = batch.column("timestamp").cast(pa.int64()).to_numpy(zero_copy_only=False)
+    days: np.ndarray = np.floor_divide(micros, US_PER_DAY)
+    return days
+
+
+def write_batches_by_day(
+    batches: Iterable[pa.RecordBatch], split: Split, out: OutputSpec
+) -> list[Written]:
+    """Like :func:`write_batches`, one file per UTC day of the timestamps; each file keeps
+    its records in offset order. On any error every file of the split is removed."""
+    fs, root = open_output(out.uri)
+    folder = partition_dir(root, split)
+    parts: dict[int, _PartFile] = {}
+    finished: list[Written] = []
+
+    def part_of(day: int) -> _PartFile:
+        if day not in parts:
+            parts[day] = _PartFile(fs, folder, file_name(split, out, day), out)
+        return parts[day]
+
+    try:
+        for batch in batches:
+            if not batch.num_rows:
+                continue
+            body = _body(batch, out)
+            days = days_of(batch)
+            first, last = int(days.min()), int(days.max())
+            if first == last:  # the common case: the whole batch in one day
+                part_of(first).add(body)
+                continue
+            for day in np.unique(days).tolist():
+                part_of(int(day)).add(body.filter(pa.array(days == day)))
+        for day in sorted(parts):
+            finished.append(parts[day].finish())
+    except BaseException:
+        for part in parts.values():
+            part.abort()
+        for done in finished:
+            if done.path is not None:
+                _remove(fs, done.path)
+        raise
+    return [w for w in finished if w.path is not None]
 
 
 def _close_quietly(writer: pq.ParquetWriter) -> None:

@@ -21,6 +21,7 @@ import sys
 from collections.abc import Iterator
 
 import pyarrow as pa
+from pyspark.sql import SparkSession
 from pyspark.sql.datasource import (
     DataSource,
     DataSourceReader,
@@ -52,6 +53,7 @@ from gateway.spark.options import ReadOptions, StreamLimits, parse_options
 from gateway.spark.plan import Split
 from gateway.spark.read import read_split
 from gateway.spark.segments import ReadContext
+from gateway.spark.ship import ship_package
 from gateway.spark.stream import StreamPlanner
 
 
@@ -179,10 +181,12 @@ class TieredKafkaDataSource(DataSource):
         return TieredKafkaStreamReader(StreamPlanner(self._options(schema)))
 
 
-def register(spark: object) -> None:
-    """``spark.dataSource.register(TieredKafkaDataSource)`` for a SparkSession."""
+def register(spark: SparkSession) -> None:
+    """``spark.dataSource.register(TieredKafkaDataSource)`` for a SparkSession, and on a cluster
+    master the package zip for its executors (:func:`gateway.spark.ship.ship_package`)."""
     use_this_interpreter()
-    spark.dataSource.register(TieredKafkaDataSource)  # type: ignore[attr-defined]
+    ship_package(spark)
+    spark.dataSource.register(TieredKafkaDataSource)
 
 
 def use_this_interpreter() -> None:

@@ -228,6 +228,19 @@ def jvm_ceiling(master: str, rows: int, out: Path) -> float:
     return best
 
 
+def prepare_bucket(root: Path, records: int, segment_mib: int, note: str = "") -> int:
+    """``records`` records in segments of ``segment_mib``, tiered into ``root/bucket`` (the
+    broker folders removed), with one line saying what was written; the record count."""
+    t0 = time.perf_counter()
+    count, size = write_segments(root, records, segment_mib * 1024 * 1024)
+    tier(root)
+    shutil.rmtree(root / "segments")
+    print(f"data: {count:,} records, {size / 2**20:.0f} MiB of .log in {segment_mib} MiB "
+          f"segments, written in {time.perf_counter() - t0:.1f} s; cores: {os.cpu_count()}"
+          f"{note}")  # fmt: skip
+    return count
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--records", type=int, default=10_000_000)
@@ -238,13 +251,7 @@ def main() -> None:
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     root = Path(tempfile.mkdtemp(prefix="bench-spark-"))
     try:
-        t0 = time.perf_counter()
-        count, size = write_segments(root, args.records, args.segment_mib * 1024 * 1024)
-        tier(root)
-        shutil.rmtree(root / "segments")
-        print(f"data: {count:,} records, {size / 2**20:.0f} MiB of .log in "
-              f"{args.segment_mib} MiB segments, written in {time.perf_counter() - t0:.1f} s; "
-              f"cores: {os.cpu_count()}")  # fmt: skip
+        count = prepare_bucket(root, args.records, args.segment_mib)
         url = (root / "bucket").as_uri()
         whole = max(args.max_bytes_per_partition, args.segment_mib * 2**20 * 2)
         results: dict[str, float] = {}

@@ -213,7 +213,7 @@ def clear_executor_caches() -> None:
 def load_metadata(options: Mapping[str, str]) -> Metadata:
     """The driver's metadata for reads of ``options``' store: a bucket scan into memory, and
     the manifests it could not read (what ``build_plan`` loads when given none)."""
-    return driver._load(parse_options(options))
+    return driver.load_with_claims(parse_options(options))
 
 
 def read_source(
