@@ -150,6 +150,12 @@ class Settings(BaseSettings):
         "process). The memory, in-flight, GET and disk budgets are the server's total, divided "
         "among the workers",
     )
+    kafka_listener: str | None = Field(
+        default=None,
+        description="also serve the Kafka protocol, read-only, on HOST:PORT (e.g. "
+        "127.0.0.1:9092; port 0: any free port) for consumers that assign partitions; off "
+        "by default, loopback only (no SASL yet), one worker process (docs/kafka-listener.md)",
+    )
     log_level: LogLevel = Field(
         default="info", description="debug, info, warning, error or critical"
     )
@@ -416,6 +422,13 @@ class Settings(BaseSettings):
             ids.add(key_id)
         return value
 
+    @field_validator("kafka_listener")
+    @classmethod
+    def _listener_address(cls, value: str | None) -> str | None:
+        if value is not None:
+            parse_listener(value)
+        return value
+
     @field_validator("log_level", mode="before")
     @classmethod
     def _lower(cls, value: object) -> object:
@@ -491,6 +504,17 @@ class Settings(BaseSettings):
             return ipaddress.ip_address(self.host).is_loopback
         except ValueError:
             return False  # a host name: it may resolve to anything
+
+
+def parse_listener(value: str) -> tuple[str, int]:
+    """``HOST:PORT`` (``[::1]:9092`` for an IPv6 address) -> (host, port); ``ValueError``
+    naming what is wrong."""
+    host, sep, port = value.rpartition(":")
+    if host.startswith("[") and host.endswith("]"):
+        host = host[1:-1]
+    if not sep or not host or not port.isdigit() or int(port) > 65535:
+        raise ValueError(f"{value!r} is not HOST:PORT (e.g. 127.0.0.1:9092)")
+    return host, int(port)
 
 
 def _divide(value: int | float, n: int) -> int | float:

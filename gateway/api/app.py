@@ -15,7 +15,7 @@ import asyncio
 import logging
 import threading
 from collections.abc import AsyncIterator, Callable
-from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from contextlib import AbstractAsyncContextManager, asynccontextmanager, nullcontext
 from typing import Any, Final
 
 from fastapi import FastAPI
@@ -40,6 +40,9 @@ from gateway.service.protocol import Service
 log = logging.getLogger(__name__)
 
 ServiceFactory = Callable[[Settings], AbstractAsyncContextManager[Service]]
+Companion = Callable[[Service, Settings, ByteBudget], AbstractAsyncContextManager[object]]
+"""Another server on the same service and event loop, entered by the lifespan once the
+service is open (``serve --kafka-listener``: :func:`gateway.listener.server.listening`)."""
 OPENAPI_FILE: Final = "openapi.yaml"
 DESCRIPTION: Final = """\
 Kafka tiered-storage (KIP-405) history served straight from the bucket: fetch by
@@ -88,9 +91,11 @@ def create_app(
     service_factory: ServiceFactory | None = None,
     *,
     drain: threading.Event | None = None,
+    companion: Companion | None = None,
 ) -> FastAPI:
     """The ASGI app for ``settings``; ``service_factory`` opens the :class:`Service`;
-    ``drain``, once set, says the server is stopping (NDJSON streams end after their page)."""
+    ``drain``, once set, says the server is stopping (NDJSON streams end after their page);
+    ``companion`` runs beside the app on its service (:data:`Companion`)."""
     draining = drain if drain is not None else threading.Event()
     metrics = HttpMetrics()
     audit = None if settings.audit_log is None else AuditLog.open(settings.audit_log)
@@ -107,7 +112,10 @@ def create_app(
             budget = ByteBudget(settings.inflight_bytes)
             threshold = settings.malloc_mmap_threshold or None
             # freed response memory back to the system
-            async with heap_returned(budget, mmap_threshold=threshold):
+            async with (
+                heap_returned(budget, mmap_threshold=threshold),
+                companion(service, settings, budget) if companion else nullcontext(),
+            ):
                 yield {
                     "service": service,
                     "settings": settings,

@@ -124,6 +124,12 @@ def serve(settings: Settings, service_factory: ServiceFactory | None = None) -> 
     from gateway.security.startup import check_start  # noqa: PLC0415
 
     check_start(settings)
+    companion = None
+    if settings.kafka_listener is not None:  # kafka-python's protocol only when it is on
+        from gateway.listener.server import check_listener, listening  # noqa: PLC0415
+
+        check_listener(settings)
+        companion = listening
     allowed_hosts(settings)  # a non-loopback address needs its names
     if service_factory is None:
         preflight(settings)
@@ -138,7 +144,7 @@ def serve(settings: Settings, service_factory: ServiceFactory | None = None) -> 
         started = supervise(settings) != EXIT_NOT_STARTED
     else:
         drain = threading.Event()
-        app = create_app(settings, service_factory, drain=drain)
+        app = create_app(settings, service_factory, drain=drain, companion=companion)
         server = DrainingServer(uvicorn_config(app, settings), drain)
         server.run()
         started = server.started

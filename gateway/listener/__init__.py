@@ -1,0 +1,16 @@
+"""A read-only Kafka-protocol listener over the service core (issue 19).
+
+``serve --kafka-listener HOST:PORT`` answers the requests a consumer that assigns partitions
+sends (ApiVersions, Metadata, ListOffsets, Fetch; FindCoordinator and Produce with typed
+errors) from :class:`gateway.service.protocol.Service`, in the same process and event loop as
+the HTTP API. Like :mod:`gateway.api`, it is a thin layer: every read goes through the service;
+record batches are sent as stored (views of the bytes the fetch read), never re-encoded.
+
+* :mod:`~gateway.listener.framing`: size-prefixed frames, request headers, response frames;
+* :mod:`~gateway.listener.codes`: Kafka error codes for the gateway's errors;
+* :mod:`~gateway.listener.fetch`: Fetch, its response encoded here around the batch views;
+* :mod:`~gateway.listener.handlers`: the other APIs and the version table;
+* :mod:`~gateway.listener.server`: the asyncio server (connection limit, idle timeout).
+
+docs/kafka-listener.md says what works with which clients.
+"""

@@ -1,0 +1,53 @@
+"""Kafka error codes for the gateway's typed errors, chosen for what a consumer does with them.
+
+Consumers (Java's ``Fetcher``, kafka-python, librdkafka) retry a partition after
+``KAFKA_STORAGE_ERROR`` or ``LEADER_NOT_AVAILABLE`` (a metadata refresh first), fail loudly on
+``CORRUPT_MESSAGE`` and reset or fail on ``OFFSET_OUT_OF_RANGE``; an unexpected code makes
+some of them throw, so only these are used. A retriable gateway error (the store unavailable,
+a deadline passed, overload) is ``KAFKA_STORAGE_ERROR``; corrupt data is ``CORRUPT_MESSAGE``
+(bytes that fail a check are never served, and retrying does not change the bucket); any other
+non-retriable error (e.g. a key pair not configured) is ``UNKNOWN_SERVER_ERROR``, logged.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+from gateway.errors import (
+    CorruptDataError,
+    GatewayError,
+    InvalidRequestError,
+    NotReadyError,
+    OffsetOutOfRangeError,
+    UnknownTopicOrPartitionError,
+)
+
+NONE: Final = 0
+UNKNOWN_SERVER_ERROR: Final = -1
+OFFSET_OUT_OF_RANGE: Final = 1
+CORRUPT_MESSAGE: Final = 2
+UNKNOWN_TOPIC_OR_PARTITION: Final = 3
+LEADER_NOT_AVAILABLE: Final = 5
+COORDINATOR_NOT_AVAILABLE: Final = 15
+UNSUPPORTED_VERSION: Final = 35
+INVALID_REQUEST: Final = 42
+KAFKA_STORAGE_ERROR: Final = 56
+FETCH_SESSION_ID_NOT_FOUND: Final = 70
+UNKNOWN_TOPIC_ID: Final = 100
+
+
+def error_code(exc: GatewayError) -> int:
+    """The Kafka error code a partition's answer carries for ``exc``."""
+    if isinstance(exc, UnknownTopicOrPartitionError):
+        return UNKNOWN_TOPIC_OR_PARTITION
+    if isinstance(exc, OffsetOutOfRangeError):
+        return OFFSET_OUT_OF_RANGE
+    if isinstance(exc, NotReadyError):
+        return LEADER_NOT_AVAILABLE
+    if isinstance(exc, CorruptDataError):
+        return CORRUPT_MESSAGE
+    if isinstance(exc, InvalidRequestError):
+        return INVALID_REQUEST
+    if exc.retriable:
+        return KAFKA_STORAGE_ERROR
+    return UNKNOWN_SERVER_ERROR

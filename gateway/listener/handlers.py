@@ -1,0 +1,306 @@
+"""The APIs other than Fetch, and the versions advertised (:data:`VERSIONS`).
+
+* ApiVersions (0-3): the version table; a client asking a newer ApiVersions version gets the
+  v0 answer with ``UNSUPPORTED_VERSION`` and the table, then asks again at a version listed
+  (KIP-511);
+* Metadata (1-12): the gateway as the only broker (:data:`NODE_ID`, the listener's address),
+  leader of every remote partition (leader epoch: the partition's latest); topic ids; a topic
+  not in the bucket: ``UNKNOWN_TOPIC_OR_PARTITION`` (never created); no topics asked (null):
+  every topic in the catalog;
+* ListOffsets (1-7): ``-2`` EARLIEST = the remote log start, ``-1`` LATEST = the remote log end
+  (both isolation levels: the service knows no other stable offset), ``-3`` MAX_TIMESTAMP, a
+  timestamp >= 0 = the first offset at or after it (:meth:`Service.list_offsets`);
+* FindCoordinator (0-4): ``COORDINATOR_NOT_AVAILABLE``: there are no consumer groups here, so
+  group-managed consumers cannot join; consumers that ``assign()`` partitions and ``seek()``
+  never need one (the group APIs are not advertised);
+* Produce (3-9): every partition ``INVALID_REQUEST`` with the message that this is a read-only
+  history listener (acks=0: no answer, as Kafka).
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from collections.abc import Awaitable, Callable
+from typing import Any, Final
+
+from gateway.errors import GatewayError
+from gateway.listener import codes
+from gateway.listener.context import NODE_ID, Context
+from gateway.listener.fetch import fetch
+from gateway.listener.framing import (
+    API_VERSIONS,
+    FETCH,
+    FIND_COORDINATOR,
+    LIST_OFFSETS,
+    MESSAGES,
+    METADATA,
+    PRODUCE,
+    Reply,
+    Request,
+    array,
+    frame,
+    name,
+)
+from gateway.service.protocol import OffsetSpec
+
+log = logging.getLogger(__name__)
+
+VERSIONS: Final[dict[int, tuple[int, int]]] = {
+    PRODUCE: (3, 9),
+    FETCH: (4, 12),
+    LIST_OFFSETS: (1, 7),
+    METADATA: (1, 12),
+    FIND_COORDINATOR: (0, 4),
+    API_VERSIONS: (0, 3),
+}
+"""API key -> the versions served. Fetch from 4 (isolation levels, aborted transactions), to 12
+(v13 names topics by id); ListOffsets to 7 (MAX_TIMESTAMP)."""
+
+CLUSTER_ID: Final = "tiered-gateway"
+READ_ONLY: Final = (
+    "this is a read-only Kafka listener over tiered history: Produce is not supported"
+)
+_SPECS: Final[dict[int, OffsetSpec]] = {-1: "latest", -2: "earliest", -3: "max_timestamp"}
+
+Handler = Callable[[Context, Request], Awaitable[Reply | None]]
+
+
+def _response(request: Request) -> Any:
+    """kafka-python's response class at the request's version."""
+    return MESSAGES[request.api_key][1][request.api_version]
+
+
+def api_versions_table(response_class: Any) -> list[Any]:
+    return [
+        response_class.ApiVersion(api_key=key, min_version=low, max_version=high)
+        for key, (low, high) in sorted(VERSIONS.items())
+    ]
+
+
+def unsupported_api_versions(correlation_id: int) -> Reply:
+    """The v0 ApiVersions answer to a version newer than 3: ``UNSUPPORTED_VERSION`` and the
+    table, from which the client picks the version to ask again with."""
+    response_class = MESSAGES[API_VERSIONS][1][0]
+    body = response_class(
+        error_code=codes.UNSUPPORTED_VERSION, api_keys=api_versions_table(response_class)
+    )
+    return Reply([frame(body, correlation_id)])
+
+
+async def api_versions(ctx: Context, request: Request) -> Reply:
+    response_class = _response(request)
+    body = response_class(
+        error_code=codes.NONE,
+        api_keys=api_versions_table(response_class),
+        throttle_time_ms=0,
+        supported_features=[],
+        finalized_features_epoch=-1,
+        finalized_features=[],
+        zk_migration_ready=False,
+    )
+    return Reply([frame(body, request.correlation_id)])
+
+
+async def metadata(ctx: Context, request: Request) -> Reply:
+    response_class = _response(request)
+    asked = request.body.topics
+    try:
+        catalog = await ctx.service.topics()  # name -> ids, newest first
+    except GatewayError as exc:  # e.g. the first bucket scan has not finished
+        code = codes.error_code(exc)
+        log.info("metadata: error %d: %s", code, exc)
+        catalog, unknown = {}, code
+    else:
+        unknown = codes.UNKNOWN_TOPIC_OR_PARTITION
+    by_id = {ids[0]: name for name, ids in catalog.items() if ids}
+    if asked is None:
+        names: list[tuple[str | None, uuid.UUID | None]] = [(n, None) for n in sorted(catalog)]
+    else:
+        names = [(t.name, _topic_id(t)) for t in asked]  # a null name: by topic id
+    topics = [
+        await _topic(ctx, response_class, name=name, topic_id=tid, catalog=catalog, by_id=by_id)
+        if catalog or unknown == codes.UNKNOWN_TOPIC_OR_PARTITION
+        else topic_error(response_class, name, unknown)
+        for name, tid in names
+    ]
+    broker = response_class.MetadataResponseBroker(
+        node_id=NODE_ID, host=ctx.host, port=ctx.port, rack=None
+    )
+    body = response_class(
+        throttle_time_ms=0,
+        brokers=[broker],
+        cluster_id=CLUSTER_ID,
+        controller_id=NODE_ID,
+        topics=topics,
+        authorized_operations=set(),
+        error_code=codes.NONE,
+    )
+    return Reply([frame(body, request.correlation_id)])
+
+
+def topic_error(response_class: Any, name: str | None, code: int) -> Any:
+    """A topic of a Metadata answer with error ``code`` and no partitions."""
+    return response_class.MetadataResponseTopic(
+        error_code=code, name=name, topic_id=uuid.UUID(int=0), is_internal=False, partitions=[]
+    )
+
+
+def _topic_id(topic: Any) -> uuid.UUID | None:
+    tid = getattr(topic, "topic_id", None)
+    return tid if isinstance(tid, uuid.UUID) and tid.int != 0 else None
+
+
+async def _topic(
+    ctx: Context,
+    response_class: Any,
+    *,
+    name: str | None,
+    topic_id: uuid.UUID | None,
+    catalog: dict[str, list[uuid.UUID]],
+    by_id: dict[uuid.UUID, str],
+) -> Any:
+    topic_class = response_class.MetadataResponseTopic
+    if name is None and topic_id is not None:
+        name = by_id.get(topic_id)
+        if name is None:
+            return topic_class(
+                error_code=codes.UNKNOWN_TOPIC_ID, name=None, topic_id=topic_id, partitions=[]
+            )
+    if name is None or name not in catalog:
+        return topic_error(response_class, name, codes.UNKNOWN_TOPIC_OR_PARTITION)
+    try:
+        infos = await ctx.service.partitions(name)
+    except GatewayError as exc:
+        code = codes.error_code(exc)
+        log.info("metadata of %s: error %d: %s", name, code, exc)
+        return topic_class(error_code=code, name=name, topic_id=catalog[name][0], partitions=[])
+    partition_class = topic_class.MetadataResponsePartition
+    partitions = [
+        partition_class(
+            error_code=codes.NONE,
+            partition_index=i.partition,
+            leader_id=NODE_ID,
+            leader_epoch=i.leader_epochs[-1][0] if i.leader_epochs else -1,
+            replica_nodes=[NODE_ID],
+            isr_nodes=[NODE_ID],
+            offline_replicas=[],
+        )
+        for i in infos
+    ]
+    topic_id = infos[0].topic_id if infos else catalog[name][0]
+    return topic_class(
+        error_code=codes.NONE,
+        name=name,
+        topic_id=topic_id,
+        is_internal=False,
+        partitions=partitions,
+        authorized_operations=set(),
+    )
+
+
+async def list_offsets(ctx: Context, request: Request) -> Reply:
+    response_class = _response(request)
+    topic_class = response_class.ListOffsetsTopicResponse
+    partition_class = topic_class.ListOffsetsPartitionResponse
+    deadline = ctx.deadline()
+    topics = []
+    for t in array(request.body.topics, "topics"):
+        topic = name(t.name, "a topic name")
+        partitions = []
+        for p in array(t.partitions, "partitions"):
+            answer = partition_class(
+                partition_index=p.partition_index,
+                error_code=codes.NONE,
+                timestamp=-1,
+                offset=-1,
+                leader_epoch=-1,
+            )
+            spec: OffsetSpec | None = _SPECS.get(p.timestamp, p.timestamp)
+            if spec is None or (isinstance(spec, int) and spec < 0):
+                answer.error_code = codes.INVALID_REQUEST  # -4, -5: not served here
+            else:
+                try:
+                    found = await ctx.service.list_offsets(topic, p.partition_index, spec, deadline)
+                except GatewayError as exc:
+                    answer.error_code = codes.error_code(exc)
+                    log.info("list offsets of %s-%d (%s): error %d: %s", topic,
+                             p.partition_index, spec, answer.error_code, exc)  # fmt: skip
+                else:
+                    answer.offset, answer.timestamp = found.offset, found.timestamp
+                    answer.leader_epoch = -1 if found.leader_epoch is None else found.leader_epoch
+            partitions.append(answer)
+        topics.append(topic_class(name=topic, partitions=partitions))
+    body = response_class(throttle_time_ms=0, topics=topics)
+    return Reply([frame(body, request.correlation_id)])
+
+
+async def find_coordinator(ctx: Context, request: Request) -> Reply:
+    response_class = _response(request)
+    message = "a read-only history listener has no group coordinator: assign() partitions"
+    body = request.body
+    if request.api_version >= 4:
+        keys = array(body.coordinator_keys, "coordinator_keys")
+    else:
+        keys = [name(body.key, "the key")]
+    coordinators = [
+        response_class.Coordinator(
+            key=key,
+            node_id=-1,
+            host="",
+            port=-1,
+            error_code=codes.COORDINATOR_NOT_AVAILABLE,
+            error_message=message,
+        )
+        for key in keys
+    ]
+    response = response_class(
+        throttle_time_ms=0,
+        error_code=codes.COORDINATOR_NOT_AVAILABLE,
+        error_message=message,
+        node_id=-1,
+        host="",
+        port=-1,
+        coordinators=coordinators,
+    )
+    return Reply([frame(response, request.correlation_id)])
+
+
+async def produce(ctx: Context, request: Request) -> Reply | None:
+    body = request.body
+    if body.acks == 0:
+        return None  # Kafka sends no answer to acks=0
+    response_class = _response(request)
+    topic_class = response_class.TopicProduceResponse
+    partition_class = topic_class.PartitionProduceResponse
+    topics = [
+        topic_class(
+            name=name(t.name, "a topic name"),
+            partition_responses=[
+                partition_class(
+                    index=p.index,
+                    error_code=codes.INVALID_REQUEST,
+                    base_offset=-1,
+                    log_append_time_ms=-1,
+                    log_start_offset=-1,
+                    record_errors=[],
+                    error_message=READ_ONLY,
+                )
+                for p in array(t.partition_data, "partition_data")
+            ],
+        )
+        for t in array(body.topic_data, "topic_data")
+    ]
+    return Reply(
+        [frame(response_class(throttle_time_ms=0, responses=topics), request.correlation_id)]
+    )
+
+
+HANDLERS: Final[dict[int, Handler]] = {
+    API_VERSIONS: api_versions,
+    METADATA: metadata,
+    LIST_OFFSETS: list_offsets,
+    FETCH: fetch,
+    FIND_COORDINATOR: find_coordinator,
+    PRODUCE: produce,
+}

@@ -1,0 +1,145 @@
+"""A small fake :class:`~gateway.service.protocol.Service` for the listener's unit tests.
+
+Topic ``t`` (partitions 0 and 1): each holds ``BATCHES`` real record batches (kafka-python's
+builder) of ``PER_BATCH`` records; fetches answer whole batches from the one holding the
+offset within ``max_bytes`` (at least one), at the log end nothing, outside it
+OFFSET_OUT_OF_RANGE, as the service does. ``gates`` holds a partition's fetches until its
+event is set; ``calls`` records each fetch.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import struct
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from gateway.config import settings_for
+from gateway.deadline import Deadline
+from gateway.errors import OffsetOutOfRangeError, UnknownTopicOrPartitionError
+from gateway.listener.context import Context
+from gateway.listener.framing import Reply, Request, decode
+from gateway.listener.handlers import VERSIONS
+from gateway.service.admission import ByteBudget
+from gateway.service.protocol import OffsetSpec
+from gateway.service.types import (
+    AbortedTransaction,
+    FetchedBatches,
+    FetchResult,
+    IsolationLevel,
+    OffsetResult,
+    PartitionInfo,
+)
+from tests.unit.kafka.independent import Rec, build
+
+TOPIC = "t"
+TOPIC_ID = uuid.UUID("70e7a400-1c72-5923-ae8f-a41d6500c5fa")
+BATCHES = 6
+PER_BATCH = 3
+END = BATCHES * PER_BATCH
+ABORTED = (AbortedTransaction(7, 3),)
+
+
+def batch(base: int) -> bytes:
+    records = [Rec(i, 1_700_000_000_000 + base + i, b"k", bytes(40), ()) for i in range(PER_BATCH)]
+    return build("kafka-python", base, records)
+
+
+BATCH_BYTES = [batch(b * PER_BATCH) for b in range(BATCHES)]
+
+
+@dataclass
+class FakeService:
+    gates: dict[int, asyncio.Event] = field(default_factory=dict)
+    calls: list[tuple[int, int, int]] = field(default_factory=list)
+
+    async def topics(self) -> dict[str, list[uuid.UUID]]:
+        return {TOPIC: [TOPIC_ID]}
+
+    async def partitions(self, topic: str) -> list[PartitionInfo]:
+        if topic != TOPIC:
+            raise UnknownTopicOrPartitionError(topic)
+        return [PartitionInfo(TOPIC, TOPIC_ID, p, 0, END, 1, 1, ((3, 0),)) for p in (0, 1)]
+
+    async def fetch(
+        self,
+        topic: str,
+        partition: int,
+        offset: int,
+        *,
+        max_bytes: int,
+        isolation: IsolationLevel,
+        deadline: Deadline,
+    ) -> FetchResult:
+        self.calls.append((partition, offset, max_bytes))
+        if topic != TOPIC or partition not in (0, 1):
+            raise UnknownTopicOrPartitionError(f"{topic}-{partition}")
+        if offset > END:
+            raise OffsetOutOfRangeError("past the end", 0, END)
+        gate = self.gates.get(partition)
+        if gate is not None:
+            await gate.wait()
+        first = offset // PER_BATCH
+        data = bytearray()
+        for raw in BATCH_BYTES[first:]:
+            if data and len(data) + len(raw) > max_bytes:
+                break
+            data += raw
+        last = first + _count(bytes(data))
+        parts = () if not data else (
+            FetchedBatches(0, memoryview(bytes(data)), first * PER_BATCH, last * PER_BATCH - 1),
+        )  # fmt: skip
+        aborted = ABORTED if isolation is IsolationLevel.READ_COMMITTED else None
+        nxt = last * PER_BATCH if data else offset
+        return FetchResult(TOPIC, TOPIC_ID, partition, parts, nxt, 0, END, aborted)
+
+    async def list_offsets(
+        self, topic: str, partition: int, spec: OffsetSpec, deadline: Deadline
+    ) -> OffsetResult:
+        if topic != TOPIC:
+            raise UnknownTopicOrPartitionError(topic)
+        if spec == "earliest":
+            return OffsetResult(0, -1, 3)
+        if spec == "latest":
+            return OffsetResult(END, -1, 3)
+        if spec == "max_timestamp":
+            return OffsetResult(END - 1, 1_700_000_000_000 + END - 1, 3)
+        assert isinstance(spec, int)
+        offset = spec - 1_700_000_000_000
+        return OffsetResult(offset, spec, 3) if 0 <= offset < END else OffsetResult(-1, -1, None)
+
+
+def _count(data: bytes) -> int:
+    """The number of whole batches in ``data``."""
+    n = pos = 0
+    while pos < len(data):
+        pos += 12 + struct.unpack_from(">i", data, pos + 8)[0]
+        n += 1
+    return n
+
+
+def context(service: Any | None = None, *, port: int = 9092, **settings: Any) -> Context:
+    budget = ByteBudget(1 << 24)
+    return Context(service or FakeService(), settings_for(store="file:///", workers=1, **settings),
+                   budget, "127.0.0.1", port)  # fmt: skip
+
+
+def request(message: Any, correlation_id: int = 1) -> bytes:
+    """A client's request frame payload (no size prefix), as kafka-python encodes it."""
+    message.with_header(correlation_id=correlation_id, client_id="unit")
+    return bytes(message.encode(header=True))
+
+
+def decoded(payload: bytes) -> Request:
+    return decode(payload, VERSIONS)
+
+
+def unframe(reply: Reply | Sequence[bytes | bytearray | memoryview] | None) -> bytes:
+    """A response frame's payload (header and body), its size prefix checked."""
+    assert reply is not None
+    buffers = reply.buffers if isinstance(reply, Reply) else reply
+    data = b"".join(bytes(b) for b in buffers)
+    assert struct.unpack(">i", data[:4])[0] == len(data) - 4
+    return data[4:]

@@ -1,0 +1,243 @@
+"""Fetch: the response encoder (byte for byte what kafka-python's schema encoder writes, with
+the batches passed through as views), cutting to ``max_bytes``, and the waiting rules."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+import pytest
+from kafka.protocol.consumer.fetch import FetchRequest, FetchResponse
+from kafka.record import MemoryRecords
+
+from gateway.listener import codes
+from gateway.listener.fetch import PartitionAnswer, cut_to, encode_response, fetch
+from gateway.service.types import AbortedTransaction
+from tests.unit.listener.support import (
+    BATCH_BYTES,
+    END,
+    PER_BATCH,
+    TOPIC,
+    FakeService,
+    context,
+    decoded,
+    request,
+    unframe,
+)
+
+
+def _library_encoding(version: int, answers: list[PartitionAnswer]) -> bytes:
+    r = FetchResponse[version]
+    partitions = [
+        r.FetchableTopicResponse.PartitionData(
+            partition_index=a.partition,
+            error_code=a.error,
+            high_watermark=a.high_watermark,
+            last_stable_offset=a.high_watermark,
+            log_start_offset=a.log_start_offset,
+            aborted_transactions=None
+            if a.aborted is None
+            else [
+                r.FetchableTopicResponse.PartitionData.AbortedTransaction(
+                    producer_id=t.producer_id, first_offset=t.first_offset
+                )
+                for t in a.aborted
+            ],
+            preferred_read_replica=-1,
+            records=b"".join(bytes(b) for b in a.records),
+        )
+        for a in answers
+    ]
+    body = r(
+        throttle_time_ms=0,
+        error_code=0,
+        session_id=0,
+        responses=[r.FetchableTopicResponse(topic=TOPIC, partitions=partitions)],
+    )
+    body.with_header(correlation_id=42)
+    return bytes(body.encode(header=True, framed=True))
+
+
+@pytest.mark.parametrize("version", range(4, 13))
+def test_the_encoding_is_kafka_pythons_and_passes_the_batches_through(version: int) -> None:
+    views = [memoryview(BATCH_BYTES[0]), memoryview(BATCH_BYTES[1] + BATCH_BYTES[2])]
+    answers = [
+        PartitionAnswer(0, codes.NONE, END, 0, (AbortedTransaction(7, 3),), views),
+        PartitionAnswer(1, codes.OFFSET_OUT_OF_RANGE, END, 0, None, []),
+        PartitionAnswer(2, codes.NONE, END, 0, (), []),
+    ]
+    buffers = encode_response(version, 42, [(TOPIC, answers)])
+    assert b"".join(bytes(b) for b in buffers) == _library_encoding(version, answers)
+    assert any(b is views[0] for b in buffers)
+    assert any(b is views[1] for b in buffers)
+    decoded = FetchResponse[version].decode(unframe(buffers), version=version, header=True)
+    got = decoded.responses[0].partitions[0]
+    offsets = _record_offsets(got.records)
+    assert offsets == list(range(3 * PER_BATCH))
+
+
+def test_cut_to_keeps_whole_batches_within_the_budget() -> None:
+    run = memoryview(b"".join(BATCH_BYTES[:3]))
+    one, two = len(BATCH_BYTES[0]), len(BATCH_BYTES[0]) + len(BATCH_BYTES[1])
+    assert cut_to([run], two - 1) == [run[:one]]
+    assert [bytes(b) for b in cut_to([run], two)] == [bytes(run[:two])]
+    assert cut_to([run], one - 1) == []
+    assert cut_to([run], len(run)) == [run]
+    second = memoryview(BATCH_BYTES[3])
+    assert [bytes(b) for b in cut_to([run, second], len(run) + 5)] == [bytes(run)]
+
+
+def _fetch_request(
+    partitions: list[tuple[int, int, int]], *, max_bytes: int, wait_ms: int, isolation: int = 0
+) -> bytes:
+    r = FetchRequest[12]
+    topic = r.FetchTopic(
+        topic=TOPIC,
+        partitions=[
+            r.FetchTopic.FetchPartition(
+                partition=p, fetch_offset=o, partition_max_bytes=m, current_leader_epoch=-1
+            )
+            for p, o, m in partitions
+        ],
+    )
+    message = r(
+        replica_id=-1,
+        max_wait_ms=wait_ms,
+        min_bytes=1,
+        max_bytes=max_bytes,
+        isolation_level=isolation,
+        session_id=0,
+        session_epoch=-1,
+        topics=[topic],
+        forgotten_topics_data=[],
+        rack_id="",
+    )
+    return request(message)
+
+
+async def _fetch(service: FakeService, payload: bytes) -> object:
+    ctx = context(service)
+    reply = await fetch(ctx, decoded(payload))
+    if any(isinstance(b, memoryview) for b in reply.buffers):  # views of what was read
+        assert ctx.budget.in_use > 0  # its share of inflight_bytes is held until sent
+    reply.release()
+    assert ctx.budget.in_use == 0
+    return FetchResponse[12].decode(unframe(reply), version=12, header=True)
+
+
+def _record_offsets(records: object) -> list[int]:
+    assert isinstance(records, bytes | bytearray | memoryview), type(records)
+    data = records
+    return [r.offset for b in MemoryRecords(bytes(data)) for r in b]
+
+
+def _offsets(partition: object) -> list[int]:
+    return _record_offsets(partition.records)
+
+
+def test_max_bytes_is_shared_and_the_first_partition_with_data_is_never_cut() -> None:
+    size = len(BATCH_BYTES[0])
+    payload = _fetch_request([(0, 0, 10_000), (1, 0, 10_000)], max_bytes=size + 1, wait_ms=500)
+    response = asyncio.run(_fetch(FakeService(), payload))
+    first, second = response.responses[0].partitions
+    assert _offsets(first) == list(range(PER_BATCH))  # one batch fits max_bytes
+    assert _offsets(second) == []  # nothing left: no records, no error, asked again later
+    assert (second.error_code, second.high_watermark) == (0, END)
+    small = _fetch_request([(0, 0, 1)], max_bytes=1, wait_ms=500)
+    response = asyncio.run(_fetch(FakeService(), small))
+    assert _offsets(response.responses[0].partitions[0]) == list(range(PER_BATCH))
+
+
+def test_offsets_outside_the_remote_log_and_the_end() -> None:
+    payload = _fetch_request(
+        [(0, END, 1000), (1, END + 1, 1000), (1, -1, 1000)], max_bytes=1 << 20, wait_ms=0
+    )
+    at_end, past, negative = asyncio.run(_fetch(FakeService(), payload)).responses[0].partitions
+    assert (at_end.error_code, at_end.high_watermark, _offsets(at_end)) == (0, END, [])
+    assert (past.error_code, past.high_watermark, past.log_start_offset) == (1, END, 0)
+    assert negative.error_code == codes.OFFSET_OUT_OF_RANGE
+
+
+def test_read_committed_carries_the_aborted_transactions() -> None:
+    payload = _fetch_request([(0, 0, 1000)], max_bytes=1 << 20, wait_ms=0, isolation=1)
+    (p,) = asyncio.run(_fetch(FakeService(), payload)).responses[0].partitions
+    assert [(t.producer_id, t.first_offset) for t in p.aborted_transactions] == [(7, 3)]
+    assert p.last_stable_offset == END
+    payload = _fetch_request([(0, 0, 1000)], max_bytes=1 << 20, wait_ms=0, isolation=0)
+    (p,) = asyncio.run(_fetch(FakeService(), payload)).responses[0].partitions
+    assert p.aborted_transactions is None
+
+
+def test_past_max_wait_a_response_waits_for_data_on_its_way() -> None:
+    """Partition 0 answers at once with nothing (at its end); partition 1's data is held back.
+    With max_wait_ms 0 long past, the response still waits for partition 1's data."""
+
+    async def run() -> None:
+        service = FakeService(gates={1: asyncio.Event()})
+        payload = _fetch_request([(0, END, 1000), (1, 0, 1000)], max_bytes=1 << 20, wait_ms=0)
+        task = asyncio.ensure_future(_fetch(service, payload))
+        while len(service.calls) < 2:
+            await asyncio.sleep(0)
+        for _ in range(20):
+            await asyncio.sleep(0)
+        assert not task.done()
+        service.gates[1].set()
+        response = await task
+        at_end, data = response.responses[0].partitions
+        assert _offsets(at_end) == [] and at_end.error_code == 0
+        assert _offsets(data)[:PER_BATCH] == list(range(PER_BATCH))
+
+    asyncio.run(run())
+
+
+def test_at_max_wait_what_is_ready_goes_and_the_rest_answers_empty() -> None:
+    async def run() -> None:
+        gate = asyncio.Event()  # never set: partition 1 is still reading
+        service = FakeService(gates={1: gate})
+        payload = _fetch_request([(0, 0, 1000), (1, 0, 1000)], max_bytes=1 << 20, wait_ms=0)
+        response = await _fetch(service, payload)
+        ready, waiting = response.responses[0].partitions
+        assert _offsets(ready)[:PER_BATCH] == list(range(PER_BATCH))
+        assert (waiting.error_code, waiting.high_watermark, _offsets(waiting)) == (0, -1, [])
+
+    asyncio.run(run())
+
+
+def test_a_fetch_with_nothing_to_say_is_held_until_max_wait() -> None:
+    async def held() -> None:
+        ctx = context(FakeService())
+        payload = _fetch_request([(0, END, 1000)], max_bytes=1 << 20, wait_ms=300)
+        task = asyncio.ensure_future(fetch(ctx, decoded(payload)))
+        while not ctx.budget.stats.released_bytes and not task.done():
+            await asyncio.sleep(0.01)
+        reply = await task
+        assert ctx.budget.stats.released_bytes > 0  # given back before the hold, not after
+        reply.release()
+
+    asyncio.run(held())
+    payload = _fetch_request([(0, END, 1000), (1, END, 1000)], max_bytes=1 << 20, wait_ms=300)
+    start = time.monotonic()
+    response = asyncio.run(_fetch(FakeService(), payload))
+    assert time.monotonic() - start >= 0.3
+    assert [_offsets(p) for p in response.responses[0].partitions] == [[], []]
+    payload = _fetch_request([(0, 0, 1000)], max_bytes=1 << 20, wait_ms=60_000)
+    start = time.monotonic()
+    response = asyncio.run(_fetch(FakeService(), payload))  # data: answered at once
+    assert time.monotonic() - start < 30
+    assert _offsets(response.responses[0].partitions[0])
+
+
+def test_an_overloaded_fetch_answers_a_retriable_error_per_partition() -> None:
+    async def run() -> object:
+        ctx = context(FakeService(), request_timeout_ms=1)
+        held = await ctx.budget.acquire(ctx.budget.capacity, ctx.deadline())
+        try:
+            payload = _fetch_request([(0, 0, 1000), (1, 0, 1000)], max_bytes=1000, wait_ms=0)
+            reply = await fetch(ctx, decoded(payload))
+        finally:
+            ctx.budget.release(held)
+        return FetchResponse[12].decode(unframe(reply), version=12, header=True)
+
+    response = asyncio.run(run())
+    errors = [p.error_code for p in response.responses[0].partitions]
+    assert errors == [codes.KAFKA_STORAGE_ERROR] * 2

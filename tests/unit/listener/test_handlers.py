@@ -1,0 +1,160 @@
+"""ApiVersions (and its v0 fallback), Metadata, ListOffsets, FindCoordinator, Produce, each
+answer decoded with kafka-python's response classes; framing limits; the start checks."""
+
+from __future__ import annotations
+
+import asyncio
+import struct
+import uuid
+from typing import Any
+
+import pytest
+from kafka.protocol.consumer.offsets import ListOffsetsRequest, ListOffsetsResponse
+from kafka.protocol.metadata.api_versions import ApiVersionsRequest, ApiVersionsResponse
+from kafka.protocol.metadata.find_coordinator import (
+    FindCoordinatorRequest,
+    FindCoordinatorResponse,
+)
+from kafka.protocol.metadata.metadata import MetadataRequest, MetadataResponse
+from kafka.protocol.producer.produce import ProduceRequest, ProduceResponse
+
+from gateway.config import parse_listener, settings_for
+from gateway.errors import ConfigurationError
+from gateway.listener import codes
+from gateway.listener.framing import MAX_FRAME_BYTES, MalformedRequestError, frame_size
+from gateway.listener.handlers import VERSIONS
+from gateway.listener.server import answer, check_listener
+from tests.unit.listener.support import END, TOPIC, TOPIC_ID, context, request, unframe
+
+
+def _ask(message: Any, response_class: Any, version: int) -> Any:
+    payload = unframe(asyncio.run(answer(context(), request(message, correlation_id=9))))
+    response = response_class.decode(payload, version=version, header=True)
+    assert response.header.correlation_id == 9
+    return response
+
+
+@pytest.mark.parametrize("version", range(4))
+def test_api_versions_lists_what_is_served(version: int) -> None:
+    message = ApiVersionsRequest[version](client_software_name="unit", client_software_version="1")
+    response = _ask(message, ApiVersionsResponse[version], version)
+    assert response.error_code == 0
+    table = {k.api_key: (k.min_version, k.max_version) for k in response.api_keys}
+    assert table == VERSIONS
+
+
+def test_a_too_new_api_versions_gets_the_v0_answer_with_the_table() -> None:
+    message = ApiVersionsRequest[4](client_software_name="unit", client_software_version="1")
+    response = _ask(message, ApiVersionsResponse[0], 0)
+    assert response.error_code == codes.UNSUPPORTED_VERSION
+    assert {k.api_key: (k.min_version, k.max_version) for k in response.api_keys} == VERSIONS
+
+
+@pytest.mark.parametrize("version", [1, 4, 9, 10, 12])
+def test_metadata_names_the_gateway_as_the_leader_and_unknown_topics(version: int) -> None:
+    r = MetadataRequest[version]
+    message = r(
+        topics=[r.MetadataRequestTopic(name=TOPIC), r.MetadataRequestTopic(name="nope")],
+        allow_auto_topic_creation=True,
+    )
+    response = _ask(message, MetadataResponse[version], version)
+    assert [(b.node_id, b.host, b.port) for b in response.brokers] == [(0, "127.0.0.1", 9092)]
+    known, unknown = response.topics
+    assert (known.name, known.error_code) == (TOPIC, 0)
+    assert [(p.partition_index, p.leader_id) for p in known.partitions] == [(0, 0), (1, 0)]
+    if version >= 10:
+        assert known.topic_id == TOPIC_ID
+    if version >= 7:
+        assert [p.leader_epoch for p in known.partitions] == [3, 3]
+    assert (unknown.name, unknown.error_code) == ("nope", codes.UNKNOWN_TOPIC_OR_PARTITION)
+
+
+def test_metadata_of_all_topics_and_by_topic_id() -> None:
+    r = MetadataRequest[12]
+    response = _ask(r(topics=None), MetadataResponse[12], 12)
+    assert [t.name for t in response.topics] == [TOPIC]
+    asked = [r.MetadataRequestTopic(topic_id=TOPIC_ID, name=None)]
+    response = _ask(r(topics=asked), MetadataResponse[12], 12)
+    assert [(t.name, t.error_code) for t in response.topics] == [(TOPIC, 0)]
+    asked = [r.MetadataRequestTopic(topic_id=uuid.uuid4(), name=None)]
+    response = _ask(r(topics=asked), MetadataResponse[12], 12)
+    assert [t.error_code for t in response.topics] == [codes.UNKNOWN_TOPIC_ID]
+
+
+@pytest.mark.parametrize("version", [1, 4, 7])
+def test_list_offsets_specs(version: int) -> None:
+    r = ListOffsetsRequest[version]
+    specs = [-2, -1, 1_700_000_000_005, 1_800_000_000_000] + ([-3] if version >= 7 else [])
+    partitions = [
+        r.ListOffsetsTopic.ListOffsetsPartition(
+            partition_index=0, timestamp=t, current_leader_epoch=-1
+        )
+        for t in specs
+    ]
+    topics = [
+        r.ListOffsetsTopic(name=TOPIC, partitions=partitions),
+        r.ListOffsetsTopic(name="nope", partitions=partitions[:1]),
+    ]
+    message = r(replica_id=-1, isolation_level=1, topics=topics)
+    response = _ask(message, ListOffsetsResponse[version], version)
+    known, unknown = response.topics
+    got = [(p.error_code, p.offset, p.timestamp) for p in known.partitions]
+    want = [(0, 0, -1), (0, END, -1), (0, 5, 1_700_000_000_005), (0, -1, -1)]
+    if version >= 7:
+        want.append((0, END - 1, 1_700_000_000_000 + END - 1))
+    assert got == want
+    assert [p.error_code for p in unknown.partitions] == [codes.UNKNOWN_TOPIC_OR_PARTITION]
+
+
+@pytest.mark.parametrize("version", [0, 3, 4])
+def test_find_coordinator_says_there_is_none(version: int) -> None:
+    message = FindCoordinatorRequest[version](key="g", key_type=0, coordinator_keys=["g"])
+    response = _ask(message, FindCoordinatorResponse[version], version)
+    if version >= 4:
+        assert [c.error_code for c in response.coordinators] == [codes.COORDINATOR_NOT_AVAILABLE]
+    else:
+        assert response.error_code == codes.COORDINATOR_NOT_AVAILABLE
+
+
+def test_produce_is_refused_with_a_clear_message() -> None:
+    r = ProduceRequest[9]
+    data = r.TopicProduceData(name=TOPIC, partition_data=[
+        r.TopicProduceData.PartitionProduceData(index=0, records=None)])  # fmt: skip
+    message = r(transactional_id=None, acks=-1, timeout_ms=1000, topic_data=[data])
+    response = _ask(message, ProduceResponse[9], 9)
+    (p,) = response.responses[0].partition_responses
+    assert p.error_code == codes.INVALID_REQUEST
+    assert "read-only" in p.error_message
+    quiet = r(transactional_id=None, acks=0, timeout_ms=1000, topic_data=[data])
+    assert asyncio.run(answer(context(), request(quiet))) is None
+
+
+def test_unknown_api_keys_and_versions_are_malformed() -> None:
+    with pytest.raises(MalformedRequestError, match="API key 11"):
+        asyncio.run(answer(context(), struct.pack(">hhih", 11, 0, 1, -1)))
+    with pytest.raises(MalformedRequestError, match="version 13"):
+        asyncio.run(answer(context(), struct.pack(">hhih", 1, 13, 1, -1)))
+    with pytest.raises(MalformedRequestError, match="does not decode"):
+        asyncio.run(answer(context(), struct.pack(">hhih", 3, 1, 1, -1) + b"\x00"))
+
+
+def test_frame_sizes() -> None:
+    assert frame_size(struct.pack(">i", 100)) == 100
+    for bad in (-1, 0, 7, MAX_FRAME_BYTES + 1):
+        with pytest.raises(MalformedRequestError):
+            frame_size(struct.pack(">i", bad))
+
+
+def test_the_listener_address_and_the_start_checks() -> None:
+    assert parse_listener("127.0.0.1:9092") == ("127.0.0.1", 9092)
+    assert parse_listener("[::1]:0") == ("::1", 0)
+    for bad in ("9092", "host:", ":9092", "h:99999", "h:x"):
+        with pytest.raises(ValueError, match="HOST:PORT"):
+            parse_listener(bad)
+    with pytest.raises(ConfigurationError, match="kafka_listener"):
+        settings_for(store="file:///", kafka_listener="nope")
+    check_listener(settings_for(store="file:///", workers=1, kafka_listener="localhost:9092"))
+    with pytest.raises(ConfigurationError, match="loopback"):
+        check_listener(settings_for(store="file:///", workers=1, kafka_listener="0.0.0.0:9092"))
+    with pytest.raises(ConfigurationError, match="--workers 1"):
+        check_listener(settings_for(store="file:///", workers=2, kafka_listener="[::1]:9092"))
