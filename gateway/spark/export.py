@@ -54,10 +54,12 @@ from pyspark.sql.functions import count, lit
 
 from gateway.errors import ConfigurationError, ExportFailedError, GatewayError
 from gateway.metadata.manager import RemoteLogMetadataManager
+from gateway.service.locate import remote_bounds
 from gateway.spark import FORMAT_NAME
+from gateway.spark.dataloss import missing
 from gateway.spark.driver import Claims, ReadPlan, build_plan, load_with_claims
 from gateway.spark.logs import default_log_path, quiet_session_conf
-from gateway.spark.options import parse_options
+from gateway.spark.options import ReadOptions, parse_options
 from gateway.spark.progress import Progress
 from gateway.spark.sink import (
     OBJECT_STORES,
@@ -267,6 +269,7 @@ def _export_to_iceberg(
             ice.check_topic(table, done, opts.topic, topic_id, isolation)
         plan = build_plan(opts, rlmm, claims)
         held = done.ranges.get(opts.topic, {})
+        _check_retention(rlmm, opts, held)
         wanted = {r.partition: (r.start_offset, r.end_offset) for r in plan.ranges}
         gaps = {p: ice.missing(lo, hi, held.get(p, [])) for p, (lo, hi) in wanted.items()}
         gaps = {p: g for p, g in gaps.items() if g}
@@ -332,6 +335,28 @@ def _gap_plans(
         }
         plans.append(build_plan(parse_options(round_options), rlmm, claims))
     return plans
+
+
+def _check_retention(
+    rlmm: RemoteLogMetadataManager, opts: ReadOptions, held: dict[int, list[tuple[int, int]]]
+) -> None:
+    """Offsets after the table's first committed one that it does not hold and the remote tier
+    no longer has (retention deleted them between two runs) are data loss, never a silent
+    hole in the table: :class:`~gateway.errors.RemoteGapError` (``failOnDataLoss``)."""
+    from gateway.spark import iceberg as ice  # noqa: PLC0415
+
+    partitions = {tp.partition: tp for tp in rlmm.partitions(rlmm.resolve_topic(opts.topic))}
+    for p, have in sorted(held.items()):
+        tp = partitions.get(p)
+        if tp is None or not have:
+            continue
+        remote_start = remote_bounds(rlmm, tp)[0]
+        for lo, hi in ice.missing(have[0][0], remote_start, have):
+            reason = (
+                "retention deleted them before the table held them (it holds "
+                f"{[list(r) for r in have]}): export more often than the topic's retention"
+            )
+            missing(tp, lo, hi - 1, reason, fail=opts.fail_on_data_loss)
 
 
 def _write_and_commit(

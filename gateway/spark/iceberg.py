@@ -47,7 +47,7 @@ from pyiceberg.exceptions import (
     CommitFailedException,
     CommitStateUnknownException,
     NoSuchTableError,
-    RESTError,
+    ValidationException,
 )
 from pyiceberg.partitioning import PartitionField, PartitionSpec
 from pyiceberg.schema import Schema
@@ -75,9 +75,12 @@ SQLITE_FILE: Final = "catalog.db"
 NAME_MAPPING_KEY: Final = "schema.name-mapping.default"
 COMMIT_RETRIES_KEY: Final = "commit.retry.num-retries"
 
-COMMIT_ERRORS: Final = (CommitFailedException, RESTError, ValueError, OSError)
-"""A commit that failed for sure: nothing was committed (unlike
-:class:`CommitStateUnknownException`)."""
+COMMIT_ERRORS: Final = (CommitFailedException, ValidationException, ValueError, OSError)
+"""A commit that failed for sure, nothing committed: refused by the catalog
+(:class:`CommitFailedException`, :class:`ValidationException`), or failed in ``add_files``
+before anything was sent (a file's footer unreadable, a file spanning two partitions).
+Anything else while the commit is sent (a timeout, a reset connection, a 5xx, an interrupt)
+may have landed: :func:`commit` raises :class:`CommitStateUnknownException` for it."""
 
 __all__ = ["COMMIT_ERRORS", "CommitStateUnknownException", "Table"]
 
@@ -340,7 +343,12 @@ def commit(table: Table, files: list[str], properties: dict[str, str]) -> int:
     names carry this export's job id."""
     tx = _without_retries(table).transaction()
     tx.add_files(files, snapshot_properties=properties, check_duplicate_files=False)
-    updated = tx.commit_transaction()
+    try:
+        updated = tx.commit_transaction()
+    except (CommitFailedException, ValidationException):
+        raise  # refused: nothing committed
+    except BaseException as exc:  # sent, outcome unknown: the files must stay
+        raise CommitStateUnknownException(f"{type(exc).__name__}: {exc}") from exc
     snapshot = updated.current_snapshot()
     assert snapshot is not None
     return snapshot.snapshot_id

@@ -16,6 +16,7 @@ require_spark()
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from pyiceberg.catalog.sql import SqlCatalog
 from pyspark.sql import SparkSession
 
 from gateway.cli import main as cli_main
@@ -383,3 +384,58 @@ def test_a_failing_read_leaves_none_of_the_days_files(tmp_path: Path) -> None:
     with pytest.raises(CorruptDataError, match="bad CRC"):
         write_batches_by_day(failing(), split, out)  # three days' files were open
     assert [p for p in tmp_path.rglob("*") if p.is_file()] == []
+
+
+def test_retention_past_what_the_table_holds_fails_the_run(
+    spark: SparkSession, bucket: Bucket, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A cron export that fell behind retention: the offsets deleted between the table's end and
+    the new remote log start are data loss, not a silent hole in the table."""
+    store = tmp_path / "bucket"
+    shutil.copytree(bucket.root / "bucket", store)
+    warehouse = tmp_path / "wh"
+    first = run(iceberg_args(bucket, store, warehouse, "--to", "20"), capsys)
+    assert first["ranges"] == {TOPIC: {"0": [[0, 20]], "1": [[0, 20]]}}
+    for folder, objects in segment_objects(store).items():  # retention: three segments go
+        starts = sorted({o.name.split("-")[0] for o in objects})
+        for obj in objects:
+            if obj.name.split("-")[0] in starts[:3]:
+                obj.unlink()
+        assert int(starts[3]) > 20, folder
+    before = table_of(warehouse).current_snapshot()
+    assert cli_main(iceberg_args(bucket, store, warehouse)) != 0  # the driver refuses: 2
+    err = capsys.readouterr().err
+    assert "retention deleted them" in err and "offsets 20.." in err
+    after = table_of(warehouse).current_snapshot()
+    assert before is not None and after is not None and after.snapshot_id == before.snapshot_id
+
+
+class _LostResponse(SqlCatalog):
+    """The catalog commits, then the answer is lost (a read timeout after the request)."""
+
+    def commit_table(self, table, requirements, updates):  # type: ignore[no-untyped-def]
+        response = super().commit_table(table, requirements, updates)
+        if any(type(u).__name__ == "AddSnapshotUpdate" for u in updates):
+            raise TimeoutError("read timed out: the response was lost")
+        return response
+
+
+def test_a_commit_whose_answer_is_lost_keeps_its_files(
+    spark: SparkSession,
+    bucket: Bucket,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Only a refusal proves nothing was committed: a commit that may have landed keeps every
+    file the table may now reference, and says its outcome is unknown."""
+    warehouse = tmp_path / "wh"
+    monkeypatch.setattr(ice, "SqlCatalog", _LostResponse)
+    assert cli_main(iceberg_args(bucket, bucket.root / "bucket", warehouse)) == 1
+    assert "outcome is unknown" in capsys.readouterr().err
+    monkeypatch.undo()
+    table = table_of(warehouse)
+    assert table.current_snapshot() is not None  # it did land
+    listed = table_files(table)
+    assert listed and listed <= data_files_on_disk(table)
+    assert table_rows(table) == expected(bucket)
