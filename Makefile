@@ -66,6 +66,7 @@ bench: $(VENV)/.installed-dev
 	$(BIN)/python -m tests.bench.bench_spark
 	$(BIN)/python -m tests.bench.bench_first_run
 	$(BIN)/python -m tests.bench.bench_iceberg
+	$(BIN)/python -m tests.bench.bench_listener
 	$(BIN)/python -m tests.bench.bench_http --docs docs/benchmarks.md
 
 # Locust against `serve` on a generated bucket: RPS, failures, latencies, GETs/MB, RSS over the
