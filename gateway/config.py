@@ -154,7 +154,9 @@ class Settings(BaseSettings):
         default=None,
         description="also serve the Kafka protocol, read-only, on HOST:PORT (e.g. "
         "127.0.0.1:9092; port 0: any free port) for consumers that assign partitions; off "
-        "by default, loopback only (no SASL yet), one worker process (docs/kafka-listener.md)",
+        "by default; SASL/PLAIN (API keys) and OAUTHBEARER (JWT) over the tls_* settings, "
+        "the same ACLs; off loopback only with authentication; one worker process "
+        "(docs/kafka-listener.md)",
     )
     log_level: LogLevel = Field(
         default="info", description="debug, info, warning, error or critical"

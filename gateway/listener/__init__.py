@@ -10,7 +10,11 @@ record batches are sent as stored (views of the bytes the fetch read), never re-
 * :mod:`~gateway.listener.codes`: Kafka error codes for the gateway's errors;
 * :mod:`~gateway.listener.fetch`: Fetch, its response encoded here around the batch views;
 * :mod:`~gateway.listener.handlers`: the other APIs and the version table;
-* :mod:`~gateway.listener.server`: the asyncio server (connection limit, idle timeout).
+* :mod:`~gateway.listener.sasl`: SASL/PLAIN (API keys) and SASL/OAUTHBEARER (JWTs), and the
+  TLS client certificate, mapped to the HTTP API's principals (its ACLs apply per topic);
+* :mod:`~gateway.listener.metrics`: requests per API key, bytes, connections, SASL outcomes;
+* :mod:`~gateway.listener.server`: the asyncio server (TLS, connection limit, idle timeout,
+  audit lines).
 
 docs/kafka-listener.md says what works with which clients.
 """

@@ -21,7 +21,9 @@ Semantics (``remote-read-semantics.md`` §7, §8, as :meth:`Service.fetch` imple
 * a response with nothing to say (every partition at its end, no error) is sent at
   ``max_wait_ms``, as a broker holds it, so consumers at the end do not spin;
 * read_committed: ``aborted_transactions`` from the transaction indexes, as the service
-  proves them; read_uncommitted: null.
+  proves them; read_uncommitted: null;
+* a topic the principal may not ``Read`` (the HTTP API's ACL check): its partitions answer
+  ``TOPIC_AUTHORIZATION_FAILED`` and are not read, whether or not the topic exists.
 
 The record batches are sent as stored: the response is a list of buffers, the encoded fields
 around views of the bytes the fetch read (no copy of a batch, measured in
@@ -59,6 +61,7 @@ from gateway.listener.framing import (
     response_header,
     size_prefix,
 )
+from gateway.security.acl import Operation
 from gateway.service.types import AbortedTransaction, IsolationLevel
 
 log = logging.getLogger(__name__)
@@ -175,12 +178,16 @@ class _Wanted:
     partition: int
     offset: int
     max_bytes: int
+    allowed: bool = True  # the principal may read the topic
 
 
 async def _read_one(
     ctx: Context, want: _Wanted, isolation: IsolationLevel, deadline: Deadline
 ) -> PartitionAnswer:
     answer = PartitionAnswer(want.partition)
+    if not want.allowed:
+        answer.error = codes.TOPIC_AUTHORIZATION_FAILED
+        return answer
     try:
         if want.offset < 0:
             raise OffsetOutOfRangeError(f"offset {want.offset} is negative", None, None)
@@ -236,35 +243,36 @@ async def fetch(ctx: Context, request: Request) -> Reply:
     body: Any = request.body
     version = request.api_version
     if body.session_id != 0 or body.session_epoch > 0:
-        return Reply(
-            encode_response(version, request.correlation_id, [], codes.FETCH_SESSION_ID_NOT_FOUND)
-        )
+        code = codes.FETCH_SESSION_ID_NOT_FOUND
+        return Reply(encode_response(version, request.correlation_id, [], code), error=code)
     isolation = (
         IsolationLevel.READ_COMMITTED
         if body.isolation_level == 1
         else IsolationLevel.READ_UNCOMMITTED
     )
     total = max(1, min(body.max_bytes, ctx.settings.max_response_bytes))
-    wants = [
-        _Wanted(
-            name(t.topic, "a topic name"),
-            p.partition,
-            p.fetch_offset,
-            max(1, min(p.partition_max_bytes, total)),
-        )
-        for t in array(body.topics, "topics")
-        for p in array(t.partitions, "partitions")
-    ]
+    allowed: dict[str, bool] = {}
+    wants = []
+    for t in array(body.topics, "topics"):
+        topic = name(t.topic, "a topic name")
+        if topic not in allowed:
+            allowed[topic] = ctx.allows(request.principal, request.host, Operation.READ, topic)
+        for p in array(t.partitions, "partitions"):
+            share = max(1, min(p.partition_max_bytes, total))
+            wants.append(_Wanted(topic, p.partition, p.fetch_offset, share, allowed[topic]))
     # max_wait_ms within request_timeout_ms: a client cannot park a connection for longer
     wait_ms = min(max(body.max_wait_ms, 0), ctx.settings.request_timeout_ms)
     deadline = ctx.deadline(wait_ms)
     started = time.monotonic()
     try:
-        held = await ctx.budget.acquire(min(total, sum(w.max_bytes for w in wants)), deadline)
+        shares = sum(w.max_bytes for w in wants if w.allowed)
+        held = await ctx.budget.acquire(min(total, shares), deadline)
     except GatewayError as exc:  # overloaded: every partition says so, retriable
         code = codes.error_code(exc)
         failed = [(w, PartitionAnswer(w.partition, code)) for w in wants]
-        return Reply(encode_response(version, request.correlation_id, _by_topic(failed)))
+        return Reply(
+            encode_response(version, request.correlation_id, _by_topic(failed)), error=code
+        )
     try:
         wait_s = wait_ms / 1000
         answers = await _gather(ctx, wants, isolation, deadline, wait_s)
@@ -288,7 +296,9 @@ async def fetch(ctx: Context, request: Request) -> Reply:
         ctx.budget.release(held)
         raise
     # the share is held until the views are sent (as the HTTP raw response holds it)
-    return Reply(buffers, functools.partial(ctx.budget.release, held))
+    error = next((a.error for a in answers if a.error != codes.NONE), codes.NONE)
+    one = next(iter(allowed)) if len(allowed) == 1 else None
+    return Reply(buffers, functools.partial(ctx.budget.release, held), error=error, topic=one)
 
 
 def _by_topic(

@@ -26,6 +26,12 @@ from kafka.protocol.metadata.find_coordinator import (
 )
 from kafka.protocol.metadata.metadata import MetadataRequest, MetadataResponse
 from kafka.protocol.producer.produce import ProduceRequest, ProduceResponse
+from kafka.protocol.sasl import (
+    SaslAuthenticateRequest,
+    SaslAuthenticateResponse,
+    SaslHandshakeRequest,
+    SaslHandshakeResponse,
+)
 
 from gateway.errors import InvalidRequestError
 
@@ -43,6 +49,8 @@ LIST_OFFSETS: Final = 2
 FETCH: Final = 1
 FIND_COORDINATOR: Final = 10
 PRODUCE: Final = 0
+SASL_HANDSHAKE: Final = 17
+SASL_AUTHENTICATE: Final = 36
 
 MESSAGES: Final[dict[int, tuple[Any, Any]]] = {
     API_VERSIONS: (ApiVersionsRequest, ApiVersionsResponse),
@@ -51,8 +59,21 @@ MESSAGES: Final[dict[int, tuple[Any, Any]]] = {
     FETCH: (FetchRequest, FetchResponse),
     FIND_COORDINATOR: (FindCoordinatorRequest, FindCoordinatorResponse),
     PRODUCE: (ProduceRequest, ProduceResponse),
+    SASL_HANDSHAKE: (SaslHandshakeRequest, SaslHandshakeResponse),
+    SASL_AUTHENTICATE: (SaslAuthenticateRequest, SaslAuthenticateResponse),
 }
 """API key -> kafka-python's request and response message classes."""
+API_NAMES: Final[dict[int, str]] = {
+    API_VERSIONS: "ApiVersions",
+    METADATA: "Metadata",
+    LIST_OFFSETS: "ListOffsets",
+    FETCH: "Fetch",
+    FIND_COORDINATOR: "FindCoordinator",
+    PRODUCE: "Produce",
+    SASL_HANDSHAKE: "SaslHandshake",
+    SASL_AUTHENTICATE: "SaslAuthenticate",
+}
+"""API key -> Kafka's name of the API (metrics labels, audit lines)."""
 
 
 Buffer = bytes | bytearray | memoryview
@@ -70,6 +91,13 @@ class Reply:
 
     buffers: list[Buffer]
     release: Callable[[], None] = _nothing
+    error: int = 0  # the first error code the answer carries (0: none), for the metrics
+    close: bool = False  # close the connection once sent (a failed SASL exchange)
+    topic: str | None = None  # the one topic the request named, if one (the audit line)
+
+    @property
+    def size(self) -> int:
+        return sum(b.nbytes if isinstance(b, memoryview) else len(b) for b in self.buffers)
 
 
 class MalformedRequestError(InvalidRequestError):
@@ -86,6 +114,8 @@ class Request:
     correlation_id: int
     client_id: str | None
     body: Any
+    principal: str = "User:ANONYMOUS"  # who sent it, as the connection authenticated
+    host: str = ""  # the client's address, for host-scoped ACLs
 
 
 def frame_size(prefix: bytes) -> int:

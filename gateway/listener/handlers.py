@@ -14,7 +14,13 @@
   group-managed consumers cannot join; consumers that ``assign()`` partitions and ``seek()``
   never need one (the group APIs are not advertised);
 * Produce (3-9): every partition ``INVALID_REQUEST`` with the message that this is a read-only
-  history listener (acks=0: no answer, as Kafka).
+  history listener (acks=0: no answer, as Kafka);
+* SaslHandshake (0-1), SaslAuthenticate (0-2): :mod:`gateway.listener.sasl`.
+
+ACLs, as the HTTP API's (:meth:`Context.allows`): Metadata and ListOffsets need ``Describe``
+on the topic, Fetch ``Read``; a topic refused is ``TOPIC_AUTHORIZATION_FAILED`` whether or not
+it exists (asked by id: ``UNKNOWN_TOPIC_ID``, as for an id not known); a Metadata request for
+every topic lists only those the principal may describe.
 """
 
 from __future__ import annotations
@@ -36,12 +42,15 @@ from gateway.listener.framing import (
     MESSAGES,
     METADATA,
     PRODUCE,
+    SASL_AUTHENTICATE,
+    SASL_HANDSHAKE,
     Reply,
     Request,
     array,
     frame,
     name,
 )
+from gateway.security.acl import Operation
 from gateway.service.protocol import OffsetSpec
 
 log = logging.getLogger(__name__)
@@ -53,6 +62,8 @@ VERSIONS: Final[dict[int, tuple[int, int]]] = {
     METADATA: (1, 12),
     FIND_COORDINATOR: (0, 4),
     API_VERSIONS: (0, 3),
+    SASL_HANDSHAKE: (0, 1),
+    SASL_AUTHENTICATE: (0, 2),
 }
 """API key -> the versions served. Fetch from 4 (isolation levels, aborted transactions), to 12
 (v13 names topics by id); ListOffsets to 7 (MAX_TIMESTAMP)."""
@@ -114,12 +125,19 @@ async def metadata(ctx: Context, request: Request) -> Reply:
     else:
         unknown = codes.UNKNOWN_TOPIC_OR_PARTITION
     by_id = {ids[0]: name for name, ids in catalog.items() if ids}
-    if asked is None:
-        names: list[tuple[str | None, uuid.UUID | None]] = [(n, None) for n in sorted(catalog)]
+    who = (request.principal, request.host)
+    if asked is None:  # every topic the principal may describe
+        names: list[tuple[str | None, uuid.UUID | None]] = [
+            (n, None) for n in sorted(catalog) if ctx.allows(*who, Operation.DESCRIBE, n)
+        ]
     else:
         names = [(t.name, _topic_id(t)) for t in asked]  # a null name: by topic id
     topics = [
-        await _topic(ctx, response_class, name=name, topic_id=tid, catalog=catalog, by_id=by_id)
+        topic_error(response_class, name, codes.TOPIC_AUTHORIZATION_FAILED)
+        if name is not None and not ctx.allows(*who, Operation.DESCRIBE, name)
+        else await _topic(
+            ctx, request, response_class, name=name, topic_id=tid, catalog=catalog, by_id=by_id
+        )
         if catalog or unknown == codes.UNKNOWN_TOPIC_OR_PARTITION
         else topic_error(response_class, name, unknown)
         for name, tid in names
@@ -136,7 +154,8 @@ async def metadata(ctx: Context, request: Request) -> Reply:
         authorized_operations=set(),
         error_code=codes.NONE,
     )
-    return Reply([frame(body, request.correlation_id)])
+    error = next((t.error_code for t in topics if t.error_code != codes.NONE), codes.NONE)
+    return Reply([frame(body, request.correlation_id)], error=error)
 
 
 def topic_error(response_class: Any, name: str | None, code: int) -> Any:
@@ -153,6 +172,7 @@ def _topic_id(topic: Any) -> uuid.UUID | None:
 
 async def _topic(
     ctx: Context,
+    request: Request,
     response_class: Any,
     *,
     name: str | None,
@@ -163,7 +183,9 @@ async def _topic(
     topic_class = response_class.MetadataResponseTopic
     if name is None and topic_id is not None:
         name = by_id.get(topic_id)
-        if name is None:
+        if name is None or not ctx.allows(
+            request.principal, request.host, Operation.DESCRIBE, name
+        ):  # refused: as an id not known
             return topic_class(
                 error_code=codes.UNKNOWN_TOPIC_ID, name=None, topic_id=topic_id, partitions=[]
             )
@@ -205,8 +227,10 @@ async def list_offsets(ctx: Context, request: Request) -> Reply:
     partition_class = topic_class.ListOffsetsPartitionResponse
     deadline = ctx.deadline()
     topics = []
+    error = codes.NONE
     for t in array(request.body.topics, "topics"):
         topic = name(t.name, "a topic name")
+        allowed = ctx.allows(request.principal, request.host, Operation.DESCRIBE, topic)
         partitions = []
         for p in array(t.partitions, "partitions"):
             answer = partition_class(
@@ -217,7 +241,9 @@ async def list_offsets(ctx: Context, request: Request) -> Reply:
                 leader_epoch=-1,
             )
             spec: OffsetSpec | None = _SPECS.get(p.timestamp, p.timestamp)
-            if spec is None or (isinstance(spec, int) and spec < 0):
+            if not allowed:
+                answer.error_code = codes.TOPIC_AUTHORIZATION_FAILED
+            elif spec is None or (isinstance(spec, int) and spec < 0):
                 answer.error_code = codes.INVALID_REQUEST  # -4, -5: not served here
             else:
                 try:
@@ -229,10 +255,12 @@ async def list_offsets(ctx: Context, request: Request) -> Reply:
                 else:
                     answer.offset, answer.timestamp = found.offset, found.timestamp
                     answer.leader_epoch = -1 if found.leader_epoch is None else found.leader_epoch
+            error = error or answer.error_code
             partitions.append(answer)
         topics.append(topic_class(name=topic, partitions=partitions))
     body = response_class(throttle_time_ms=0, topics=topics)
-    return Reply([frame(body, request.correlation_id)])
+    one = topics[0].name if len({t.name for t in topics}) == 1 else None
+    return Reply([frame(body, request.correlation_id)], error=error, topic=one)
 
 
 async def find_coordinator(ctx: Context, request: Request) -> Reply:

@@ -7,25 +7,40 @@ undecodable, an API key or version not advertised) closes that connection only; 
 connection idle for :data:`IDLE_TIMEOUT_S` or slower than :data:`FRAME_TIMEOUT_S` to send a
 frame it announced. Beyond ``max_connections`` open connections, a new one is closed at once.
 
-For this round the listener has no authentication: :func:`check_listener` refuses a
-non-loopback address (as ``serve`` refuses anonymous HTTP off loopback), and more than one
-worker process (each would be a separate listener on the same port).
+Who a connection is comes from :mod:`gateway.listener.sasl` (SASL/PLAIN with the gateway's API
+keys, SASL/OAUTHBEARER with its JWTs, a TLS client certificate), over TLS when ``tls_certfile``
+is set (the HTTP API's certificate, client CA and principal mapping). Before a connection
+authenticated, a request other than ApiVersions and SASL closes it. Each answer is counted in
+:class:`~gateway.listener.metrics.ListenerMetrics` and each data request (Metadata,
+ListOffsets, Fetch) gets an audit line when ``audit_log`` is set.
+
+:func:`check_listener` refuses what ``serve`` refuses for HTTP: a non-loopback address with no
+authentication configured (unless ``allow_anonymous``); and more than one worker process
+(each would be a separate listener on the same port).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import ipaddress
+import itertools
 import logging
+import ssl
+import time
 from collections.abc import AsyncIterator
 from typing import Final
 
 from gateway.config import Settings, parse_listener
 from gateway.errors import ConfigurationError
-from gateway.listener import framing
+from gateway.listener import codes, framing, sasl
 from gateway.listener.context import Context
 from gateway.listener.handlers import HANDLERS, VERSIONS, unsupported_api_versions
+from gateway.listener.metrics import ListenerMetrics, exposed_on
+from gateway.security.access import Access, access_for
+from gateway.security.acl import ANONYMOUS
+from gateway.security.audit import AuditEvent, AuditLog
 from gateway.service.admission import ByteBudget
 from gateway.service.protocol import Service
 
@@ -35,7 +50,9 @@ IDLE_TIMEOUT_S: Final = 600.0
 """A connection with no request for this long is closed (Kafka's connections.max.idle.ms)."""
 FRAME_TIMEOUT_S: Final = 30.0
 """The time a client has to send the rest of a frame it began."""
+TLS_HANDSHAKE_TIMEOUT_S: Final = 30.0
 _DRAIN_AT: Final = 256 * 1024
+_AUDITED: Final = frozenset({framing.METADATA, framing.LIST_OFFSETS, framing.FETCH})
 
 
 def is_loopback(host: str) -> bool:
@@ -48,15 +65,19 @@ def is_loopback(host: str) -> bool:
 
 
 def check_listener(settings: Settings) -> None:
-    """Raise :class:`ConfigurationError` for a Kafka listener this round cannot serve."""
+    """Raise :class:`ConfigurationError` for a Kafka listener ``serve`` does not start: off
+    loopback with no authentication (the rule of :func:`gateway.security.startup.check_start`
+    for HTTP), or with several worker processes."""
     if settings.kafka_listener is None:
         return
     host, _ = parse_listener(settings.kafka_listener)
-    if not is_loopback(host):
+    if not is_loopback(host) and not settings.authentication and not settings.allow_anonymous:
         raise ConfigurationError(
-            f"kafka_listener {settings.kafka_listener}: the Kafka listener has no "
-            "authentication yet (SASL is to come), so it listens on a loopback address only "
-            "(e.g. 127.0.0.1:9092)"
+            f"kafka_listener {settings.kafka_listener}: not a loopback address, with no "
+            "authentication: anyone who reaches the port could read every topic. Configure "
+            "authentication (api_keys_file for SASL/PLAIN, jwt_issuer for SASL/OAUTHBEARER, "
+            "tls_client_ca, with an acl_file), listen on a loopback address only (e.g. "
+            "127.0.0.1:9092), or say that anonymous reads are meant with --allow-anonymous"
         )
     if settings.workers > 1:
         raise ConfigurationError(
@@ -64,14 +85,53 @@ def check_listener(settings: Settings) -> None:
         )
 
 
-async def answer(ctx: Context, payload: bytes) -> framing.Reply | None:
-    """The response frame to one request frame (without its size prefix); ``None`` when the
-    request wants none. Raises :class:`~gateway.listener.framing.MalformedRequestError`."""
+def open_session(access: Access) -> sasl.Session:
+    """A session as a connection with no certificate has it at first (unit tests)."""
+    return sasl.Session("", None if access.authenticating else ANONYMOUS)
+
+
+async def answer(
+    ctx: Context, payload: bytes, session: sasl.Session | None = None
+) -> framing.Reply | None:
+    """The response frame to one request frame (without its size prefix) on a connection in
+    ``session`` (default: a new one from no address, with no certificate); ``None`` when the
+    request wants none. Raises :class:`~gateway.listener.framing.MalformedRequestError`
+    (the connection closes), :class:`~gateway.listener.sasl.SaslFailedError` for a failed bare
+    SASL token."""
+    if session is None:
+        session = open_session(ctx.access)
+    if session.raw_token_next:
+        return await sasl.raw_token(ctx.access, session, payload)
     key, version, correlation = framing.peek(payload)
     if key == framing.API_VERSIONS and version > VERSIONS[key][1]:
         return unsupported_api_versions(correlation)
+    sasl.check_allowed(session, key)
     request = framing.decode(payload, VERSIONS)
+    if key == framing.SASL_HANDSHAKE:
+        return sasl.handshake(ctx.settings, session, request)
+    if key == framing.SASL_AUTHENTICATE:
+        return await sasl.authenticate(ctx.access, session, request)
+    if session.principal is not None:  # else ApiVersions, which needs no principal
+        request = dataclasses.replace(request, principal=session.principal, host=session.host)
     return await HANDLERS[request.api_key](ctx, request)
+
+
+def server_tls(settings: Settings) -> ssl.SSLContext | None:
+    """The listener's TLS context from the HTTP API's settings (none without
+    ``tls_certfile``): its certificate and key; with ``tls_client_ca``, client certificates
+    verified against it (required unless ``tls_client_cert_required`` is off)."""
+    if settings.tls_certfile is None or settings.tls_keyfile is None:
+        return None
+    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    try:
+        context.load_cert_chain(settings.tls_certfile, settings.tls_keyfile)
+        if settings.tls_client_ca is not None:
+            context.load_verify_locations(cafile=str(settings.tls_client_ca))
+            required = settings.tls_client_cert_required
+            context.verify_mode = ssl.CERT_REQUIRED if required else ssl.CERT_OPTIONAL
+    except (OSError, ssl.SSLError) as exc:
+        raise ConfigurationError(f"the Kafka listener's TLS files: {exc}") from exc
+    return context
 
 
 class KafkaListener:
@@ -84,8 +144,15 @@ class KafkaListener:
         max_connections: int,
         *,
         idle_timeout_s: float = IDLE_TIMEOUT_S,
+        tls: ssl.SSLContext | None = None,
+        metrics: ListenerMetrics | None = None,
+        audit: AuditLog | None = None,
     ) -> None:
         self.ctx = ctx
+        self.metrics = metrics if metrics is not None else ListenerMetrics()
+        self._audit = audit
+        self._tls = tls
+        self._ids = itertools.count(1)
         self._idle_timeout_s = idle_timeout_s
         self._bind_host = bind_host
         self._max_connections = max_connections
@@ -99,8 +166,14 @@ class KafkaListener:
         return len(self._connections)
 
     async def start(self) -> None:
+        handshake = TLS_HANDSHAKE_TIMEOUT_S if self._tls is not None else None
         self._server = await asyncio.start_server(
-            self._connected, self._bind_host, self.ctx.port, reuse_address=True
+            self._connected,
+            self._bind_host,
+            self.ctx.port,
+            reuse_address=True,
+            ssl=self._tls,
+            ssl_handshake_timeout=handshake,
         )
         self.port = self._server.sockets[0].getsockname()[1]
         log.info("Kafka listener on %s:%d", self._bind_host, self.port)
@@ -120,15 +193,26 @@ class KafkaListener:
         if len(self._connections) >= self._max_connections:
             log.warning("Kafka listener: %d connections open; closing one from %s",
                         len(self._connections), peer)  # fmt: skip
+            self.metrics.refused.inc()
             writer.close()
             return
         task = asyncio.current_task()
         assert task is not None
         self._connections.add(task)
+        self.metrics.accepted.inc()
+        self.metrics.connections.inc()
         try:
-            await self._serve(reader, writer)
+            host = peer[0] if isinstance(peer, tuple) else ""
+            session = await sasl.open_session(
+                self.ctx.access, host, writer.get_extra_info("peercert")
+            )
+            await self._serve(reader, writer, session, next(self._ids))
+        except sasl.SaslFailedError as exc:
+            log.info("Kafka listener: closing the connection from %s: %s", peer, exc)
+            self.metrics.auth_failures.labels(exc.mechanism).inc()
         except framing.MalformedRequestError as exc:
             log.info("Kafka listener: closing the connection from %s: %s", peer, exc)
+            self.metrics.malformed.inc()
         except (asyncio.IncompleteReadError, ConnectionError, TimeoutError):
             pass  # the client went away, or was too slow
         except asyncio.CancelledError:
@@ -136,12 +220,19 @@ class KafkaListener:
         except Exception:
             log.exception("Kafka listener: the connection from %s failed", peer)
         finally:
+            self.metrics.connections.dec()
             self._connections.discard(task)
             writer.close()
             with contextlib.suppress(Exception):
                 await writer.wait_closed()
 
-    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    async def _serve(
+        self,
+        reader: asyncio.StreamReader,
+        writer: asyncio.StreamWriter,
+        session: sasl.Session,
+        connection: int,
+    ) -> None:
         while True:
             try:
                 prefix = await asyncio.wait_for(reader.readexactly(4), self._idle_timeout_s)
@@ -149,20 +240,83 @@ class KafkaListener:
                 return  # closed between requests
             size = framing.frame_size(prefix)
             payload = await asyncio.wait_for(reader.readexactly(size), FRAME_TIMEOUT_S)
-            reply = await answer(self.ctx, payload)
-            if reply is None:
-                continue
-            try:
-                pending = 0
-                for buffer in reply.buffers:
-                    writer.write(buffer)
-                    pending += len(buffer)
-                    if pending >= _DRAIN_AT:
-                        await writer.drain()
-                        pending = 0
-                await writer.drain()
-            finally:
-                reply.release()
+            started = time.monotonic()
+            mechanism = session.mechanism
+            raw = session.raw_token_next
+            reply = await answer(self.ctx, payload, session)
+            if reply is not None:
+                await self._send(writer, reply)
+            key, version, correlation = (-1, 0, 0) if raw else framing.peek(payload)
+            self._observe(session=session, mechanism=mechanism, key=key, version=version,
+                          reply=reply, started=started)  # fmt: skip
+            if key in _AUDITED and self._audit is not None:
+                request_id = f"kafka-{connection}-{correlation}"
+                self._audit_line(session=session, request_id=request_id, key=key,
+                                 version=version, reply=reply)  # fmt: skip
+            if reply is not None and reply.close:
+                return
+
+    def _observe(
+        self,
+        *,
+        session: sasl.Session,
+        mechanism: str | None,
+        key: int,
+        version: int,
+        reply: framing.Reply | None,
+        started: float,
+    ) -> None:
+        m = self.metrics
+        if mechanism is not None and session.mechanism is None and session.authenticated:
+            m.authentications.labels(mechanism).inc()  # this frame completed the exchange
+        elif reply is not None and reply.close:
+            m.auth_failures.labels(session.mechanism or mechanism or "none").inc()
+        if key < 0:
+            return  # a bare v0 SASL token
+        api = framing.API_NAMES.get(key, str(key))
+        error = codes.name_of(reply.error) if reply is not None else "NONE"
+        m.requests.labels(api, str(version), error).inc()
+        m.latency.labels(api).observe(time.monotonic() - started)
+        if reply is not None:
+            m.response_bytes.labels(api).inc(reply.size)
+
+    def _audit_line(
+        self,
+        *,
+        session: sasl.Session,
+        request_id: str,
+        key: int,
+        version: int,
+        reply: framing.Reply | None,
+    ) -> None:
+        assert self._audit is not None
+        error = reply.error if reply is not None else codes.NONE
+        self._audit.write(
+            AuditEvent(
+                principal=session.principal,
+                source=session.host,
+                method="KAFKA",
+                path=f"{framing.API_NAMES[key]} v{version}",
+                status=error,
+                bytes=reply.size if reply is not None else 0,
+                request_id=request_id,
+                topic=reply.topic if reply is not None else None,
+                error_code=codes.name_of(error) if error else None,
+            )
+        )
+
+    async def _send(self, writer: asyncio.StreamWriter, reply: framing.Reply) -> None:
+        try:
+            pending = 0
+            for buffer in reply.buffers:
+                writer.write(buffer)
+                pending += len(buffer)
+                if pending >= _DRAIN_AT:
+                    await writer.drain()
+                    pending = 0
+            await writer.drain()
+        finally:
+            reply.release()
 
 
 @contextlib.asynccontextmanager
@@ -176,13 +330,26 @@ async def listening(
         return
     check_listener(settings)
     host, port = parse_listener(settings.kafka_listener)
-    ctx = Context(service, settings, budget, host, port)
-    listener = KafkaListener(ctx, host, settings.max_connections)
-    await listener.start()
-    if port == 0:  # advertise the port taken
-        listener.ctx = Context(service, settings, budget, host, listener.port)
+    access = access_for(settings)  # the HTTP API's rules, read from the same files
+    await access.start()
+    ctx = Context(service, settings, budget, host, port, access)
+    audit = None if settings.audit_log is None else AuditLog.open(settings.audit_log)
+    listener = KafkaListener(
+        ctx, host, settings.max_connections, tls=server_tls(settings), audit=audit
+    )
     try:
-        yield listener
+        await listener.start()
+    except BaseException:
+        if audit is not None:
+            audit.close()
+        raise
+    if port == 0:  # advertise the port taken
+        listener.ctx = dataclasses.replace(listener.ctx, port=listener.port)
+    try:
+        with exposed_on(service, listener.metrics):
+            yield listener
     finally:
         await listener.close()
+        if audit is not None:
+            audit.close()
         log.info("Kafka listener closed")
