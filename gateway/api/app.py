@@ -21,6 +21,7 @@ from typing import Any, Final
 from fastapi import FastAPI
 from fastapi.middleware.cors import CORSMiddleware
 from fastapi_offline import FastAPIOffline
+from prometheus_client.registry import Collector
 
 from gateway import __version__
 from gateway.api import health, records, topics
@@ -31,7 +32,7 @@ from gateway.api.models import ErrorBody
 from gateway.api.observe import HttpMetrics, ObserveMiddleware
 from gateway.config import Settings
 from gateway.errors import ConfigurationError
-from gateway.security.access import access_for
+from gateway.security.access import Access, access_for
 from gateway.security.audit import AuditLog
 from gateway.service.admission import ByteBudget
 from gateway.service.memory import heap_returned
@@ -40,9 +41,14 @@ from gateway.service.protocol import Service
 log = logging.getLogger(__name__)
 
 ServiceFactory = Callable[[Settings], AbstractAsyncContextManager[Service]]
-Companion = Callable[[Service, Settings, ByteBudget], AbstractAsyncContextManager[object]]
+Companion = Callable[
+    [Service, Settings, ByteBudget, Access, AuditLog | None, list[Collector]],
+    AbstractAsyncContextManager[object],
+]
 """Another server on the same service and event loop, entered by the lifespan once the
-service is open (``serve --kafka-listener``: :func:`gateway.listener.server.listening`)."""
+service is open (``serve --kafka-listener``: :func:`gateway.listener.server.listening`): it
+shares the app's service, settings, memory budget, access rules (one JWKS cache, one ACL
+watcher) and audit log, and adds its collectors to the list ``/metrics`` shows."""
 OPENAPI_FILE: Final = "openapi.yaml"
 DESCRIPTION: Final = """\
 Kafka tiered-storage (KIP-405) history served straight from the bucket: fetch by
@@ -111,17 +117,21 @@ def create_app(
                 await asyncio.get_running_loop().run_in_executor(None, _warm_up)
             budget = ByteBudget(settings.inflight_bytes)
             threshold = settings.malloc_mmap_threshold or None
+            collectors: list[Collector] = []  # a companion's metrics, shown on /metrics
+            beside = (
+                companion(service, settings, budget, access, audit, collectors)
+                if companion
+                else nullcontext()
+            )
             # freed response memory back to the system
-            async with (
-                heap_returned(budget, mmap_threshold=threshold),
-                companion(service, settings, budget) if companion else nullcontext(),
-            ):
+            async with heap_returned(budget, mmap_threshold=threshold), beside:
                 yield {
                     "service": service,
                     "settings": settings,
                     "budget": budget,
                     "access": access,
                     "drain": draining,
+                    "collectors": collectors,
                 }
         if audit is not None:
             audit.close()

@@ -113,7 +113,8 @@ def router(metrics: HttpMetrics) -> APIRouter:
         access = access_of(request)
         if not access.open:  # its labels name topics
             access.check_cluster(principal, client_host(request), "read the metrics")
-        body = generate_latest(metrics.exposition(service.collector))
+        more = getattr(request.state, "collectors", ())  # the Kafka listener's, when it runs
+        body = generate_latest(metrics.exposition(service.collector, *more))
         return Response(body, media_type=CONTENT_TYPE_LATEST)
 
     return r

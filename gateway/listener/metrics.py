@@ -7,21 +7,18 @@ answer is written; response bytes per API; connections open, accepted and refuse
 a frame that is not a request this listener takes. Every label takes a bounded set of values
 (no topic, no principal, no client id).
 
-The registry belongs to one listener. The app's ``/metrics`` shows the service core's
-collector (:attr:`gateway.service.protocol.Service.collector`); :func:`exposed_on` joins these
-metrics to it for as long as the listener runs, since the listener is started beside the app
-and is not handed the app's registry.
+The registry belongs to one listener; :func:`gateway.listener.server.listening` adds it to the
+collectors the app's ``/metrics`` shows beside the service core's for as long as the listener
+runs.
 """
 
 from __future__ import annotations
 
-import contextlib
 from collections.abc import Iterator
-from typing import Any, Final
+from typing import Final
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from prometheus_client.core import Metric
-from prometheus_client.registry import Collector
 
 PREFIX: Final = "tiered_gateway_kafka_"
 LATENCY_BUCKETS: Final = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5,
@@ -90,32 +87,3 @@ class ListenerMetrics:
             created = metric.name + "_created"
             metric.samples = [s for s in metric.samples if s.name != created]
             yield metric
-
-
-class _Joined(Collector):
-    def __init__(self, core: Collector, listener: ListenerMetrics) -> None:
-        self.core = core
-        self._listener = listener
-
-    def collect(self) -> Iterator[Metric]:
-        yield from self.core.collect()
-        yield from self._listener.collect()
-
-
-@contextlib.contextmanager
-def exposed_on(service: Any, metrics: ListenerMetrics) -> Iterator[None]:
-    """Show ``metrics`` with ``service.collector`` (what ``/metrics`` exposes) for the block.
-    A service whose collector cannot be replaced (a test double) keeps its own."""
-    core = getattr(service, "collector", None)
-    if core is None:
-        yield
-        return
-    try:
-        service.collector = _Joined(core, metrics)
-    except AttributeError:
-        yield
-        return
-    try:
-        yield
-    finally:
-        service.collector = core

@@ -32,13 +32,15 @@ import time
 from collections.abc import AsyncIterator
 from typing import Final
 
+from prometheus_client.registry import Collector
+
 from gateway.config import Settings, parse_listener
 from gateway.errors import ConfigurationError
 from gateway.listener import codes, framing, sasl
 from gateway.listener.context import Context
 from gateway.listener.handlers import HANDLERS, VERSIONS, unsupported_api_versions
-from gateway.listener.metrics import ListenerMetrics, exposed_on
-from gateway.security.access import Access, access_for
+from gateway.listener.metrics import ListenerMetrics
+from gateway.security.access import Access
 from gateway.security.acl import ANONYMOUS
 from gateway.security.audit import AuditEvent, AuditLog
 from gateway.service.admission import ByteBudget
@@ -320,36 +322,33 @@ class KafkaListener:
 
 
 @contextlib.asynccontextmanager
-async def listening(
-    service: Service, settings: Settings, budget: ByteBudget
+async def listening(  # noqa: PLR0917 - gateway.api.app.Companion's positional call
+    service: Service,
+    settings: Settings,
+    budget: ByteBudget,
+    access: Access,
+    audit: AuditLog | None,
+    collectors: list[Collector],
 ) -> AsyncIterator[KafkaListener | None]:
     """The Kafka listener of ``settings`` (none when ``kafka_listener`` is not set), serving
-    ``service`` for the block."""
+    ``service`` for the block with the HTTP API's access rules and audit log; its metrics join
+    ``collectors`` (what ``/metrics`` shows) while it runs."""
     if settings.kafka_listener is None:
         yield None
         return
     check_listener(settings)
     host, port = parse_listener(settings.kafka_listener)
-    access = access_for(settings)  # the HTTP API's rules, read from the same files
-    await access.start()
     ctx = Context(service, settings, budget, host, port, access)
-    audit = None if settings.audit_log is None else AuditLog.open(settings.audit_log)
     listener = KafkaListener(
         ctx, host, settings.max_connections, tls=server_tls(settings), audit=audit
     )
-    try:
-        await listener.start()
-    except BaseException:
-        if audit is not None:
-            audit.close()
-        raise
+    await listener.start()
     if port == 0:  # advertise the port taken
         listener.ctx = dataclasses.replace(listener.ctx, port=listener.port)
+    collectors.append(listener.metrics)
     try:
-        with exposed_on(service, listener.metrics):
-            yield listener
+        yield listener
     finally:
+        collectors.remove(listener.metrics)
         await listener.close()
-        if audit is not None:
-            audit.close()
         log.info("Kafka listener closed")

@@ -6,7 +6,6 @@ from __future__ import annotations
 import asyncio
 import struct
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 
 from kafka.protocol.consumer.offsets import ListOffsetsRequest, ListOffsetsResponse
@@ -16,7 +15,7 @@ from prometheus_client.core import CounterMetricFamily, Metric
 from prometheus_client.registry import Collector
 
 from gateway.api.observe import HttpMetrics
-from gateway.listener.metrics import ListenerMetrics, exposed_on
+from gateway.listener.metrics import ListenerMetrics
 from tests.unit.listener.secure import call, closed, connect, secured_listener, token
 from tests.unit.listener.test_sasl import _authenticate, _bearer, _handshake
 
@@ -86,21 +85,12 @@ class _Core(Collector):
         yield CounterMetricFamily("tiered_gateway_remote_gets", "GETs", value=3)
 
 
-@dataclass
-class _Service:
-    collector: Collector
-
-
-def test_the_metrics_join_the_core_collector_on_metrics_while_the_listener_runs() -> None:
-    core = _Core()
-    service = _Service(core)
+def test_the_metrics_show_beside_the_core_collector_on_metrics() -> None:
     metrics = ListenerMetrics()
     metrics.requests.labels("Fetch", "12", "NONE").inc()
-    with exposed_on(service, metrics):
-        text = generate_latest(HttpMetrics().exposition(service.collector)).decode()
-        assert "tiered_gateway_remote_gets_total 3.0" in text
-        assert 'tiered_gateway_kafka_requests_total{api="Fetch",error="NONE",version="12"} 1.0' in (
-            text
-        )
-        assert "_created" not in text
-    assert service.collector is core
+    text = generate_latest(HttpMetrics().exposition(_Core(), metrics)).decode()
+    assert "tiered_gateway_remote_gets_total 3.0" in text
+    assert 'tiered_gateway_kafka_requests_total{api="Fetch",error="NONE",version="12"} 1.0' in (
+        text
+    )
+    assert "_created" not in text
