@@ -158,6 +158,12 @@ class Settings(BaseSettings):
         "the same ACLs; off loopback only with authentication; one worker process "
         "(docs/kafka-listener.md)",
     )
+    kafka_advertised_listener: str | None = Field(
+        default=None,
+        description="the HOST:PORT Metadata answers tell Kafka clients to connect to (default: "
+        "kafka_listener's own; port 0: the port it took); required when kafka_listener binds "
+        "a wildcard address such as 0.0.0.0",
+    )
     log_level: LogLevel = Field(
         default="info", description="debug, info, warning, error or critical"
     )
@@ -424,7 +430,7 @@ class Settings(BaseSettings):
             ids.add(key_id)
         return value
 
-    @field_validator("kafka_listener")
+    @field_validator("kafka_listener", "kafka_advertised_listener")
     @classmethod
     def _listener_address(cls, value: str | None) -> str | None:
         if value is not None:

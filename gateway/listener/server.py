@@ -85,6 +85,13 @@ def check_listener(settings: Settings) -> None:
         raise ConfigurationError(
             "kafka_listener needs one process: serve with --workers 1 (TIERED_GATEWAY_WORKERS=1)"
         )
+    wildcard = host in ("0.0.0.0", "::", "")
+    if wildcard and settings.kafka_advertised_listener is None:
+        raise ConfigurationError(
+            f"kafka_listener {settings.kafka_listener} binds every address: give the HOST:PORT "
+            "clients connect to with --kafka-advertised-listener (Metadata answers name it, "
+            "and a client told to connect to 0.0.0.0 cannot)"
+        )
 
 
 def open_session(access: Access) -> sasl.Session:
@@ -149,6 +156,7 @@ class KafkaListener:
         tls: ssl.SSLContext | None = None,
         metrics: ListenerMetrics | None = None,
         audit: AuditLog | None = None,
+        bind_port: int | None = None,
     ) -> None:
         self.ctx = ctx
         self.metrics = metrics if metrics is not None else ListenerMetrics()
@@ -160,7 +168,7 @@ class KafkaListener:
         self._max_connections = max_connections
         self._connections: set[asyncio.Task[None]] = set()
         self._server: asyncio.Server | None = None
-        self.port = ctx.port
+        self.port = ctx.port if bind_port is None else bind_port  # the one bound, once started
 
     @property
     def connections(self) -> int:
@@ -172,7 +180,7 @@ class KafkaListener:
         self._server = await asyncio.start_server(
             self._connected,
             self._bind_host,
-            self.ctx.port,
+            self.port,
             reuse_address=True,
             ssl=self._tls,
             ssl_handshake_timeout=handshake,
@@ -338,12 +346,14 @@ async def listening(  # noqa: PLR0917 - gateway.api.app.Companion's positional c
         return
     check_listener(settings)
     host, port = parse_listener(settings.kafka_listener)
-    ctx = Context(service, settings, budget, host, port, access)
+    advertised = settings.kafka_advertised_listener
+    shown_host, shown_port = (host, port) if advertised is None else parse_listener(advertised)
+    ctx = Context(service, settings, budget, shown_host, shown_port, access)
     listener = KafkaListener(
-        ctx, host, settings.max_connections, tls=server_tls(settings), audit=audit
+        ctx, host, settings.max_connections, tls=server_tls(settings), audit=audit, bind_port=port
     )
     await listener.start()
-    if port == 0:  # advertise the port taken
+    if shown_port == 0:  # advertise the port taken
         listener.ctx = dataclasses.replace(listener.ctx, port=listener.port)
     collectors.append(listener.metrics)
     try:

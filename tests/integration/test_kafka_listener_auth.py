@@ -397,6 +397,7 @@ def test_serve_starts_a_listener_off_loopback_once_authentication_is_configured(
     for name in ("jwks.json", "api-keys", "acl"):
         (tmp_path / name).write_bytes((secure.ca.parent.parent / name).read_bytes())
     command, _ = _serve(secure.bucket, tmp_path, "0.0.0.0:0")
+    command += ["--kafka-advertised-listener", "127.0.0.1:0"]  # the port it takes
     proc, port, _ = _start(command, tmp_path / "serve.log")
     try:
         assert port > 0

@@ -146,6 +146,9 @@ def test_fetch_needs_read_and_a_refused_topic_is_not_read(tmp_path: Path) -> Non
 def test_the_listener_starts_off_loopback_only_with_authentication(tmp_path: Path) -> None:
     sec = asyncio.run(secured(tmp_path))
     anywhere = {"store": "file:///", "workers": 1, "kafka_listener": "0.0.0.0:9092"}
+    with pytest.raises(ConfigurationError, match="advertised"):  # clients can't reach 0.0.0.0
+        check_listener(settings_for(**anywhere, **sec.settings_args))
+    anywhere["kafka_advertised_listener"] = "gateway.example:9092"
     with pytest.raises(ConfigurationError, match="no authentication"):
         check_listener(settings_for(**anywhere))
     check_listener(settings_for(**anywhere, **sec.settings_args))
