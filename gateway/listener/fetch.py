@@ -8,16 +8,26 @@ Semantics (``remote-read-semantics.md`` §7, §8, as :meth:`Service.fetch` imple
   ``OFFSET_OUT_OF_RANGE``. ``high_watermark`` and ``last_stable_offset`` are the remote log
   end (the service knows no other stable offset: a read_committed fetch stops before a
   transaction whose marker is not tiered), ``log_start_offset`` the remote log start;
-* ``max_bytes`` is shared in request order: a partition's batches are cut to whole batches
-  that fit what is left, the first partition with data is never cut to nothing (so every
-  response with data makes progress); a partition cut to nothing answers no records and no
-  error, and the client asks again from the same offset;
+* at most :data:`MAX_PARTITIONS` partitions per request (more is a malformed request: the
+  connection closes); a (topic, partition) named twice is read and answered once, at its
+  first occurrence (as Kafka collapses them); at most :data:`READ_CONCURRENCY` partitions of
+  one request are read at a time, and the failures of one request are logged on one line;
+* ``max_bytes`` is shared in request order: each read reserves its share of
+  ``inflight_bytes`` (its ``partition_max_bytes`` within what is left of ``max_bytes``) and
+  gives back what it did not use; a partition's batches are cut to whole batches that fit
+  what is left, the first partition with data is never cut to nothing (so every response
+  with data makes progress); a partition cut to nothing answers no records and no error, and
+  the client asks again from the same offset. Once the answer is cut, the reservation is
+  released down to its size (held until it is sent);
 * ``max_wait_ms`` (at most ``request_timeout_ms``) is the deadline of the response, not of
   the reads: the partitions are read concurrently, and at ``max_wait_ms`` the response
   carries what is ready; when nothing is ready yet it waits for the first partition that
-  answers (never an empty response while data is on its way), within ``request_timeout_ms``.
-  A partition not ready answers no records, no error and unknown (-1) offsets, which clients
-  ignore;
+  answers (never an empty response while data is on its way), for at most
+  :data:`FIRST_ANSWER_GRACE_S` more and below ``request_timeout_ms`` (:func:`first_answer_cap`);
+  past that cap, the partitions still reading answer ``KAFKA_STORAGE_ERROR`` (retriable).
+  A partition not ready answers no records, no error and its real bounds (the remote log
+  end as ``high_watermark`` and ``last_stable_offset``, the remote log start), from the
+  service's partition bounds, never -1 (clients store them: aiokafka's ``highwater``);
 * a response with nothing to say (every partition at its end, no error) is sent at
   ``max_wait_ms``, as a broker holds it, so consumers at the end do not spin;
 * read_committed: ``aborted_transactions`` from the transaction indexes, as the service
@@ -35,7 +45,6 @@ requests.
 from __future__ import annotations
 
 import asyncio
-import functools
 import logging
 import struct
 import time
@@ -54,6 +63,7 @@ from gateway.listener import codes
 from gateway.listener.context import Context
 from gateway.listener.framing import (
     Buffer,
+    MalformedRequestError,
     Reply,
     Request,
     array,
@@ -62,11 +72,19 @@ from gateway.listener.framing import (
     size_prefix,
 )
 from gateway.security.acl import Operation
+from gateway.service.admission import ByteBudget
 from gateway.service.types import AbortedTransaction, IsolationLevel
 
 log = logging.getLogger(__name__)
 
 FLEXIBLE_FROM: Final = 12
+MAX_PARTITIONS: Final = 1000
+"""The most partitions one Fetch names (Kafka's consumers ask for a few hundred at most)."""
+READ_CONCURRENCY: Final = 8
+"""The partitions of one Fetch read at a time."""
+FIRST_ANSWER_GRACE_S: Final = 10.0
+"""How long past ``max_wait_ms`` a response with nothing yet waits for its first answer."""
+_LOGGED_FAILURES: Final = 3  # partitions named in a request's failure line
 _BATCH_LENGTH: Final = struct.Struct(">i")  # at byte 8 of a batch: the bytes after byte 12
 _BATCH_OVERHEAD: Final = 12  # base offset, length
 
@@ -181,43 +199,121 @@ class _Wanted:
     allowed: bool = True  # the principal may read the topic
 
 
-async def _read_one(
-    ctx: Context, want: _Wanted, isolation: IsolationLevel, deadline: Deadline
+class _Reservation:
+    """One request's share of ``inflight_bytes``: reserved read by read, within what is left
+    of the request's ``max_bytes`` (Kafka's readFromLog with the remaining bytes), given back
+    as reads turn out smaller, and released down to the answer once it is cut."""
+
+    def __init__(self, budget: ByteBudget, total: int, deadline: Deadline) -> None:
+        self._budget = budget
+        self._deadline = deadline
+        self.left = total
+        self.held = 0
+
+    async def take(self, wanted: int) -> int:
+        n = await self._budget.acquire(max(1, min(wanted, self.left)), self._deadline)
+        self.held += n
+        self.left -= n
+        return n
+
+    def give_back(self, n: int, *, to_request: bool = True) -> None:
+        n = min(n, self.held)
+        if n <= 0:
+            return
+        self.held -= n
+        if to_request:
+            self.left += n
+        self._budget.release(n)
+
+    def keep(self, n: int) -> None:
+        """Release all but ``n`` bytes (the answer's size)."""
+        self.give_back(self.held - n, to_request=False)
+
+    def release(self) -> None:
+        self.give_back(self.held, to_request=False)
+
+
+@dataclass(slots=True)
+class _Failures:
+    """The partitions of one request that failed, logged on one line (:meth:`log`)."""
+
+    count: int = 0
+    serious: bool = False
+    examples: list[str] = field(default_factory=list)
+    unexpected: BaseException | None = None
+
+    def add(self, want: _Wanted, code: int, what: object) -> None:
+        self.count += 1
+        self.serious |= code in (codes.UNKNOWN_SERVER_ERROR, codes.CORRUPT_MESSAGE)
+        if len(self.examples) < _LOGGED_FAILURES:
+            self.examples.append(f"{want.topic}-{want.partition} at {want.offset}: error "
+                                 f"{code}: {what}")  # fmt: skip
+
+    def log(self) -> None:
+        if not self.count:
+            return
+        level = logging.WARNING if self.serious else logging.INFO
+        more = f" (and {self.count - len(self.examples)} more)" if self.count > 1 else ""
+        log.log(level, "fetch: %d partition(s) failed: %s%s", self.count,
+                "; ".join(self.examples), more, exc_info=self.unexpected)  # fmt: skip
+
+
+async def _read_one(  # noqa: PLR0917 - one partition's read and its accounting
+    ctx: Context,
+    want: _Wanted,
+    isolation: IsolationLevel,
+    deadline: Deadline,
+    reservation: _Reservation,
+    limit: asyncio.Semaphore,
+    failures: _Failures,
 ) -> PartitionAnswer:
     answer = PartitionAnswer(want.partition)
     if not want.allowed:
         answer.error = codes.TOPIC_AUTHORIZATION_FAILED
         return answer
-    try:
-        if want.offset < 0:
-            raise OffsetOutOfRangeError(f"offset {want.offset} is negative", None, None)
-        result = await ctx.service.fetch(
-            want.topic,
-            want.partition,
-            want.offset,
-            max_bytes=want.max_bytes,
-            isolation=isolation,
-            deadline=deadline,
-        )
-    except TransactionPendingError:
-        return answer  # nothing committed to return yet: no records, no error
-    except OffsetOutOfRangeError as exc:
+    if want.offset < 0:
         answer.error = codes.OFFSET_OUT_OF_RANGE
-        answer.high_watermark = _known(exc.log_end_offset)
-        answer.log_start_offset = _known(exc.log_start_offset)
         return answer
-    except GatewayError as exc:
-        answer.error = codes.error_code(exc)
-        _log_failure(want, exc, answer.error)
-        return answer
-    except Exception:
-        log.exception("fetch of %s-%d at %d failed", want.topic, want.partition, want.offset)
-        answer.error = codes.UNKNOWN_SERVER_ERROR
-        return answer
+    async with limit:
+        taken = 0
+        try:
+            taken = await reservation.take(want.max_bytes)
+            result = await ctx.service.fetch(
+                want.topic,
+                want.partition,
+                want.offset,
+                max_bytes=taken,
+                isolation=isolation,
+                deadline=deadline,
+            )
+        except TransactionPendingError:
+            reservation.give_back(taken)
+            return answer  # nothing committed to return yet: no records, no error
+        except OffsetOutOfRangeError as exc:
+            reservation.give_back(taken)
+            answer.error = codes.OFFSET_OUT_OF_RANGE
+            answer.high_watermark = _known(exc.log_end_offset)
+            answer.log_start_offset = _known(exc.log_start_offset)
+            return answer
+        except GatewayError as exc:
+            reservation.give_back(taken)
+            answer.error = codes.error_code(exc)
+            failures.add(want, answer.error, exc)
+            return answer
+        except Exception as exc:
+            reservation.give_back(taken)
+            answer.error = codes.UNKNOWN_SERVER_ERROR
+            failures.add(want, answer.error, repr(exc))
+            failures.unexpected = failures.unexpected or exc
+            return answer
+        except BaseException:  # cancelled: the response went without it
+            reservation.give_back(taken)
+            raise
     answer.high_watermark = result.log_end_offset
     answer.log_start_offset = result.log_start_offset
     answer.aborted = result.aborted_transactions
     answer.records = [b.data for b in result.batches]
+    reservation.give_back(taken - answer.size)  # what the read did not use
     return answer
 
 
@@ -225,17 +321,43 @@ def _known(value: int | None) -> int:
     return -1 if value is None else value
 
 
-def _log_failure(want: _Wanted, exc: GatewayError, code: int) -> None:
-    serious = code in (codes.UNKNOWN_SERVER_ERROR, codes.CORRUPT_MESSAGE)
-    level = logging.WARNING if serious else logging.INFO
-    log.log(level, "fetch of %s-%d at %d: error %d: %s", want.topic, want.partition,
-            want.offset, code, exc)  # fmt: skip
-
-
 def _answered(task: asyncio.Task[PartitionAnswer]) -> bool:
     """A finished read with something to say: records or an error."""
     answer = task.result()
     return bool(answer.records) or answer.error != codes.NONE
+
+
+def first_answer_cap(wait_s: float, request_timeout_ms: int) -> float:
+    """How long (from the start) a response with nothing ready at ``wait_s`` waits for its
+    first answer: :data:`FIRST_ANSWER_GRACE_S` more, and within 80% of the request timeout
+    (so the client, whose own request timeout is usually the same 30 s, gets an answer
+    before it gives up on the connection); never less than ``wait_s``."""
+    return max(wait_s, min(wait_s + FIRST_ANSWER_GRACE_S, 0.8 * request_timeout_ms / 1000))
+
+
+def _wants(ctx: Context, request: Request, total: int) -> tuple[list[_Wanted], dict[str, bool]]:
+    """The partitions asked, each once (its first occurrence), with the principal's right to
+    read their topics; more than :data:`MAX_PARTITIONS` entries is a malformed request."""
+    body: Any = request.body
+    allowed: dict[str, bool] = {}
+    wants: list[_Wanted] = []
+    seen: set[tuple[str, int]] = set()
+    entries = 0
+    for t in array(body.topics, "topics"):
+        topic = name(t.topic, "a topic name")
+        partitions = array(t.partitions, "partitions")
+        entries += len(partitions)
+        if entries > MAX_PARTITIONS:
+            raise MalformedRequestError(f"a Fetch naming more than {MAX_PARTITIONS} partitions")
+        if topic not in allowed:
+            allowed[topic] = ctx.allows(request.principal, request.host, Operation.READ, topic)
+        for p in partitions:
+            if (topic, p.partition) in seen:
+                continue  # as Kafka: the first occurrence is read and answered
+            seen.add((topic, p.partition))
+            share = max(1, min(p.partition_max_bytes, total))
+            wants.append(_Wanted(topic, p.partition, p.fetch_offset, share, allowed[topic]))
+    return wants, allowed
 
 
 async def fetch(ctx: Context, request: Request) -> Reply:
@@ -251,37 +373,21 @@ async def fetch(ctx: Context, request: Request) -> Reply:
         else IsolationLevel.READ_UNCOMMITTED
     )
     total = max(1, min(body.max_bytes, ctx.settings.max_response_bytes))
-    allowed: dict[str, bool] = {}
-    wants = []
-    for t in array(body.topics, "topics"):
-        topic = name(t.topic, "a topic name")
-        if topic not in allowed:
-            allowed[topic] = ctx.allows(request.principal, request.host, Operation.READ, topic)
-        for p in array(t.partitions, "partitions"):
-            share = max(1, min(p.partition_max_bytes, total))
-            wants.append(_Wanted(topic, p.partition, p.fetch_offset, share, allowed[topic]))
+    wants, allowed = _wants(ctx, request, total)
     # max_wait_ms within request_timeout_ms: a client cannot park a connection for longer
     wait_ms = min(max(body.max_wait_ms, 0), ctx.settings.request_timeout_ms)
     deadline = ctx.deadline(wait_ms)
     started = time.monotonic()
-    try:
-        shares = sum(w.max_bytes for w in wants if w.allowed)
-        held = await ctx.budget.acquire(min(total, shares), deadline)
-    except GatewayError as exc:  # overloaded: every partition says so, retriable
-        code = codes.error_code(exc)
-        failed = [(w, PartitionAnswer(w.partition, code)) for w in wants]
-        return Reply(
-            encode_response(version, request.correlation_id, _by_topic(failed)), error=code
-        )
+    reservation = _Reservation(ctx.budget, total, deadline)
     try:
         wait_s = wait_ms / 1000
-        answers = await _gather(ctx, wants, isolation, deadline, wait_s)
+        cap_s = first_answer_cap(wait_s, ctx.settings.request_timeout_ms)
+        answers = await _gather(ctx, wants, isolation, deadline, wait_s, cap_s, reservation)
         if not any(a.records or a.error != codes.NONE for a in answers):
             # Nothing to say: like a broker, answer at max_wait_ms, not at once (a consumer
             # at the end of its partitions would otherwise send fetches in a tight loop);
             # holding no share of inflight_bytes meanwhile.
-            ctx.budget.release(held)
-            held = 0
+            reservation.release()
             await asyncio.sleep(max(0.0, min(started + wait_s, deadline.at) - time.monotonic()))
         left = total
         for answer in answers:
@@ -290,15 +396,16 @@ async def fetch(ctx: Context, request: Request) -> Reply:
                 kept = answer.records if first else cut_to(answer.records, left)
                 answer.records = kept
                 left = max(0, left - answer.size)
+        reservation.keep(sum(a.size for a in answers))
         pairs = list(zip(wants, answers, strict=True))
         buffers = encode_response(version, request.correlation_id, _by_topic(pairs))
     except BaseException:
-        ctx.budget.release(held)
+        reservation.release()
         raise
     # the share is held until the views are sent (as the HTTP raw response holds it)
     error = next((a.error for a in answers if a.error != codes.NONE), codes.NONE)
     one = next(iter(allowed)) if len(allowed) == 1 else None
-    return Reply(buffers, functools.partial(ctx.budget.release, held), error=error, topic=one)
+    return Reply(buffers, reservation.release, error=error, topic=one)
 
 
 def _by_topic(
@@ -314,28 +421,81 @@ def _by_topic(
     return topics
 
 
-async def _gather(
+async def _gather(  # noqa: PLR0917
     ctx: Context,
     wants: list[_Wanted],
     isolation: IsolationLevel,
     deadline: Deadline,
     wait_s: float,
+    cap_s: float,
+    reservation: _Reservation,
 ) -> list[PartitionAnswer]:
-    """Every partition's answer: at ``wait_s``, those ready (waiting on for the first one
-    that says something when none does yet); the others answer empty."""
+    """Every partition's answer: at ``wait_s``, those ready (waiting on, until ``cap_s``, for
+    the first one that says something when none does yet); the others answer their bounds
+    with no records, and ``KAFKA_STORAGE_ERROR`` when nothing answered by ``cap_s``."""
     if not wants:
         return []
-    tasks = [asyncio.ensure_future(_read_one(ctx, w, isolation, deadline)) for w in wants]
+    limit = asyncio.Semaphore(READ_CONCURRENCY)
+    failures = _Failures()
+    tasks = [
+        asyncio.ensure_future(_read_one(ctx, w, isolation, deadline, reservation, limit, failures))
+        for w in wants
+    ]
+    started = time.monotonic()
     pending: set[asyncio.Task[PartitionAnswer]] = set(tasks)
     try:
         done, pending = await asyncio.wait(pending, timeout=max(wait_s, 0.0))
         while pending and not any(_answered(t) for t in done):
-            more, pending = await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
+            left = started + cap_s - time.monotonic()
+            if left <= 0:
+                break
+            more, pending = await asyncio.wait(
+                pending, timeout=left, return_when=asyncio.FIRST_COMPLETED
+            )
             done |= more
     finally:
         for task in pending:
             task.cancel()
-    return [
-        t.result() if t.done() and not t.cancelled() else PartitionAnswer(w.partition)
-        for t, w in zip(tasks, wants, strict=True)
-    ]
+        if pending:  # their reservations are given back as they end
+            await asyncio.gather(*pending, return_exceptions=True)
+    answers: list[PartitionAnswer] = []
+    late: list[tuple[_Wanted, PartitionAnswer]] = []
+    for t, w in zip(tasks, wants, strict=True):
+        if t in pending or t.cancelled():
+            answer = PartitionAnswer(w.partition)
+            late.append((w, answer))
+        else:
+            answer = t.result()
+        answers.append(answer)
+    if late:
+        nothing = not any(a.records or a.error != codes.NONE for a in answers)
+        await _bounds(ctx, late, limit, storage_error=nothing)
+    failures.log()
+    return answers
+
+
+async def _bounds(
+    ctx: Context,
+    late: list[tuple[_Wanted, PartitionAnswer]],
+    limit: asyncio.Semaphore,
+    *,
+    storage_error: bool,
+) -> None:
+    """Fill in the real bounds of the partitions not read in time (the service's in-memory
+    partition bounds), so that no client stores -1 as a high watermark; with
+    ``storage_error`` (nothing answered by the cap), they also say ``KAFKA_STORAGE_ERROR``.
+    A partition whose bounds fail answers the error of that failure."""
+
+    async def one(want: _Wanted, answer: PartitionAnswer) -> None:
+        async with limit:
+            try:
+                info = await ctx.service.partition(want.topic, want.partition)
+            except GatewayError as exc:
+                answer.error = codes.error_code(exc)
+                return
+        answer.high_watermark = info.remote_log_end_offset
+        answer.log_start_offset = info.remote_log_start_offset
+        if storage_error:
+            answer.error = codes.KAFKA_STORAGE_ERROR
+
+    await asyncio.gather(*(one(w, a) for w, a in late))

@@ -35,9 +35,11 @@ from kafka.protocol.sasl import (
 
 from gateway.errors import InvalidRequestError
 
-MAX_FRAME_BYTES: Final = 8 * 1024 * 1024
-"""The largest request accepted (a consumer's requests are small; a broker's default limit,
-``socket.request.max.bytes``, is 100 MiB because it takes Produce)."""
+MAX_FRAME_BYTES: Final = 1024 * 1024
+"""The largest request accepted: a consumer's requests are small (a Fetch of the most
+partitions one takes, 1,000, is about 40 KB; a SASL frame, a JWT of a few KB), and a frame is
+read whole before it is decoded. A broker's default limit, ``socket.request.max.bytes``, is
+100 MiB because it takes Produce."""
 
 _FIXED: Final = struct.Struct(">hhi")  # api key, api version, correlation id
 _SIZE: Final = struct.Struct(">i")
@@ -116,6 +118,7 @@ class Request:
     body: Any
     principal: str = "User:ANONYMOUS"  # who sent it, as the connection authenticated
     host: str = ""  # the client's address, for host-scoped ACLs
+    librdkafka: bool = False  # the connection's client is librdkafka (its ApiVersions said so)
 
 
 def frame_size(prefix: bytes) -> int:

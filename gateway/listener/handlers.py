@@ -4,17 +4,25 @@
   v0 answer with ``UNSUPPORTED_VERSION`` and the table, then asks again at a version listed
   (KIP-511);
 * Metadata (1-12): the gateway as the only broker (:data:`NODE_ID`, the listener's address),
-  leader of every remote partition (leader epoch: the partition's latest); topic ids; a topic
+  leader of every remote partition (leader epoch: the partition's latest); partitions 0 to
+  the highest with remote data, those with none ``LEADER_NOT_AVAILABLE`` with no leader (-1)
+  and no replicas, as clients take the partition count from the list; topic ids; a topic
   not in the bucket: ``UNKNOWN_TOPIC_OR_PARTITION`` (never created); no topics asked (null):
   every topic in the catalog;
 * ListOffsets (1-7): ``-2`` EARLIEST = the remote log start, ``-1`` LATEST = the remote log end
   (both isolation levels: the service knows no other stable offset), ``-3`` MAX_TIMESTAMP, a
   timestamp >= 0 = the first offset at or after it (:meth:`Service.list_offsets`);
-* FindCoordinator (0-4): ``COORDINATOR_NOT_AVAILABLE``: there are no consumer groups here, so
-  group-managed consumers cannot join; consumers that ``assign()`` partitions and ``seek()``
-  never need one (the group APIs are not advertised);
+* FindCoordinator (0-4): ``GROUP_AUTHORIZATION_FAILED`` with :data:`GROUPS_UNSUPPORTED` as
+  its message (v1+): there are no consumer groups here, and Java, kafka-python and aiokafka
+  treat that code as fatal (a retriable one made group consumers retry quietly forever);
+  they ask only for a group, never when they ``assign()`` partitions. librdkafka (its
+  ApiVersions names it) asks for every consumer with a ``group.id``, which confluent-kafka
+  requires, and hands any non-retriable answer to ``poll()`` as an error, so it gets
+  ``COORDINATOR_NOT_AVAILABLE`` (retriable) with the same message: its ``assign()``
+  consumers read undisturbed, its ``subscribe()`` consumers wait without partitions;
 * Produce (3-9): every partition ``INVALID_REQUEST`` with the message that this is a read-only
-  history listener (acks=0: no answer, as Kafka);
+  history listener; acks=0 (no answer expected): the connection is closed, as Kafka does
+  when such a produce fails;
 * SaslHandshake (0-1), SaslAuthenticate (0-2): :mod:`gateway.listener.sasl`.
 
 ACLs, as the HTTP API's (:meth:`Context.allows`): Metadata and ListOffsets need ``Describe``
@@ -198,17 +206,29 @@ async def _topic(
         log.info("metadata of %s: error %d: %s", name, code, exc)
         return topic_class(error_code=code, name=name, topic_id=catalog[name][0], partitions=[])
     partition_class = topic_class.MetadataResponsePartition
+    present = {i.partition: i for i in infos}
+    count = max(present) + 1 if present else 0
     partitions = [
         partition_class(
             error_code=codes.NONE,
-            partition_index=i.partition,
+            partition_index=p,
             leader_id=NODE_ID,
-            leader_epoch=i.leader_epochs[-1][0] if i.leader_epochs else -1,
+            leader_epoch=info.leader_epochs[-1][0] if info.leader_epochs else -1,
             replica_nodes=[NODE_ID],
             isr_nodes=[NODE_ID],
             offline_replicas=[],
         )
-        for i in infos
+        if (info := present.get(p)) is not None
+        else partition_class(  # no remote data: listed, so clients count every partition
+            error_code=codes.LEADER_NOT_AVAILABLE,
+            partition_index=p,
+            leader_id=-1,
+            leader_epoch=-1,
+            replica_nodes=[],
+            isr_nodes=[],
+            offline_replicas=[],
+        )
+        for p in range(count)
     ]
     topic_id = infos[0].topic_id if infos else catalog[name][0]
     return topic_class(
@@ -263,9 +283,22 @@ async def list_offsets(ctx: Context, request: Request) -> Reply:
     return Reply([frame(body, request.correlation_id)], error=error, topic=one)
 
 
+GROUPS_CODE: Final = codes.GROUP_AUTHORIZATION_FAILED
+"""FindCoordinator's answer: a code Java, kafka-python and aiokafka treat as fatal."""
+GROUPS_UNSUPPORTED: Final = (
+    "consumer groups are not supported by a read-only Kafka history listener (no group "
+    "coordinator, no committed offsets): assign() partitions and seek() instead of subscribe()"
+)
+
+
 async def find_coordinator(ctx: Context, request: Request) -> Reply:
     response_class = _response(request)
-    message = "a read-only history listener has no group coordinator: assign() partitions"
+    message = GROUPS_UNSUPPORTED
+    # librdkafka looks up the coordinator for every consumer with a group.id (which
+    # confluent-kafka requires), assign()-only ones included, and hands a non-retriable
+    # answer to poll() as an error: it gets the retriable code; the others ask only for a
+    # group (subscribe(), commits), which must fail at once.
+    code = codes.COORDINATOR_NOT_AVAILABLE if request.librdkafka else GROUPS_CODE
     body = request.body
     if request.api_version >= 4:
         keys = array(body.coordinator_keys, "coordinator_keys")
@@ -277,27 +310,27 @@ async def find_coordinator(ctx: Context, request: Request) -> Reply:
             node_id=-1,
             host="",
             port=-1,
-            error_code=codes.COORDINATOR_NOT_AVAILABLE,
+            error_code=code,
             error_message=message,
         )
         for key in keys
     ]
     response = response_class(
         throttle_time_ms=0,
-        error_code=codes.COORDINATOR_NOT_AVAILABLE,
+        error_code=code,
         error_message=message,
         node_id=-1,
         host="",
         port=-1,
         coordinators=coordinators,
     )
-    return Reply([frame(response, request.correlation_id)])
+    return Reply([frame(response, request.correlation_id)], error=code)
 
 
 async def produce(ctx: Context, request: Request) -> Reply | None:
     body = request.body
-    if body.acks == 0:
-        return None  # Kafka sends no answer to acks=0
+    if body.acks == 0:  # no answer is sent: as Kafka, closing is how the producer learns
+        return Reply([], error=codes.INVALID_REQUEST, close=True)
     response_class = _response(request)
     topic_class = response_class.TopicProduceResponse
     partition_class = topic_class.PartitionProduceResponse

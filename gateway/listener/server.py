@@ -5,7 +5,10 @@ One task per connection reads frames in order and answers each before reading th
 this listener takes (:class:`~gateway.listener.framing.MalformedRequestError`: oversized,
 undecodable, an API key or version not advertised) closes that connection only; so does a
 connection idle for :data:`IDLE_TIMEOUT_S` or slower than :data:`FRAME_TIMEOUT_S` to send a
-frame it announced. Beyond ``max_connections`` open connections, a new one is closed at once.
+frame it announced; so does a client that does not take an answer within
+``request_timeout_ms`` (its share of ``inflight_bytes`` is given back then), and an acks=0
+Produce (as Kafka: the only way to tell such a producer its request failed). Beyond
+``max_connections`` open connections, a new one is closed at once.
 
 Who a connection is comes from :mod:`gateway.listener.sasl` (SASL/PLAIN with the gateway's API
 keys, SASL/OAUTHBEARER with its JWTs, a TLS client certificate), over TLS when ``tls_certfile``
@@ -30,7 +33,7 @@ import logging
 import ssl
 import time
 from collections.abc import AsyncIterator
-from typing import Final
+from typing import Any, Final
 
 from prometheus_client.registry import Collector
 
@@ -55,6 +58,7 @@ FRAME_TIMEOUT_S: Final = 30.0
 TLS_HANDSHAKE_TIMEOUT_S: Final = 30.0
 _DRAIN_AT: Final = 256 * 1024
 _AUDITED: Final = frozenset({framing.METADATA, framing.LIST_OFFSETS, framing.FETCH})
+_SASL_KEYS: Final = frozenset({-1, framing.SASL_HANDSHAKE, framing.SASL_AUTHENTICATE})
 
 
 def is_loopback(host: str) -> bool:
@@ -94,6 +98,14 @@ def check_listener(settings: Settings) -> None:
         )
 
 
+def is_librdkafka(api_versions: Any) -> bool:
+    """Whether an ApiVersions v3+ request comes from librdkafka or a wrapper of it (KIP-511's
+    client software name and version: "librdkafka", or e.g. confluent-kafka-python's
+    "2.16.1-rdkafka-2.16.0"). FindCoordinator's answer depends on it."""
+    software = f"{api_versions.client_software_name} {api_versions.client_software_version}"
+    return "rdkafka" in software.lower()
+
+
 def open_session(access: Access) -> sasl.Session:
     """A session as a connection with no certificate has it at first (unit tests)."""
     return sasl.Session("", None if access.authenticating else ANONYMOUS)
@@ -120,8 +132,12 @@ async def answer(
         return sasl.handshake(ctx.settings, session, request)
     if key == framing.SASL_AUTHENTICATE:
         return await sasl.authenticate(ctx.access, session, request)
+    if key == framing.API_VERSIONS and version >= 3:
+        session.librdkafka = is_librdkafka(request.body)
     if session.principal is not None:  # else ApiVersions, which needs no principal
         request = dataclasses.replace(request, principal=session.principal, host=session.host)
+    if session.librdkafka:
+        request = dataclasses.replace(request, librdkafka=True)
     return await HANDLERS[request.api_key](ctx, request)
 
 
@@ -279,7 +295,7 @@ class KafkaListener:
         m = self.metrics
         if mechanism is not None and session.mechanism is None and session.authenticated:
             m.authentications.labels(mechanism).inc()  # this frame completed the exchange
-        elif reply is not None and reply.close:
+        elif reply is not None and reply.close and key in _SASL_KEYS:
             m.auth_failures.labels(session.mechanism or mechanism or "none").inc()
         if key < 0:
             return  # a bare v0 SASL token
@@ -316,15 +332,20 @@ class KafkaListener:
         )
 
     async def _send(self, writer: asyncio.StreamWriter, reply: framing.Reply) -> None:
+        """Write ``reply``, each wait for the client to take the bytes bounded by
+        ``request_timeout_ms`` (:class:`TimeoutError` then: the connection closes), and give
+        back its share of ``inflight_bytes`` in any case: a client that stops reading cannot
+        hold it."""
+        timeout = self.ctx.settings.request_timeout_ms / 1000
         try:
             pending = 0
             for buffer in reply.buffers:
                 writer.write(buffer)
                 pending += len(buffer)
                 if pending >= _DRAIN_AT:
-                    await writer.drain()
+                    await asyncio.wait_for(writer.drain(), timeout)
                     pending = 0
-            await writer.drain()
+            await asyncio.wait_for(writer.drain(), timeout)
         finally:
             reply.release()
 

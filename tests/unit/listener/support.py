@@ -4,7 +4,8 @@ Topic ``t`` (partitions 0 and 1): each holds ``BATCHES`` real record batches (ka
 builder) of ``PER_BATCH`` records; fetches answer whole batches from the one holding the
 offset within ``max_bytes`` (at least one), at the log end nothing, outside it
 OFFSET_OUT_OF_RANGE, as the service does. ``gates`` holds a partition's fetches until its
-event is set; ``calls`` records each fetch.
+event is set; ``calls`` records each fetch, ``most_reading`` the most fetches at once;
+``present`` are the partitions with remote data.
 """
 
 from __future__ import annotations
@@ -54,6 +55,9 @@ BATCH_BYTES = [batch(b * PER_BATCH) for b in range(BATCHES)]
 class FakeService:
     gates: dict[int, asyncio.Event] = field(default_factory=dict)
     calls: list[tuple[int, int, int]] = field(default_factory=list)
+    present: tuple[int, ...] = (0, 1)  # the partitions with remote data
+    reading: int = 0  # fetches under way now
+    most_reading: int = 0  # the most at once
 
     async def topics(self) -> dict[str, list[uuid.UUID]]:
         return {TOPIC: [TOPIC_ID]}
@@ -61,7 +65,12 @@ class FakeService:
     async def partitions(self, topic: str) -> list[PartitionInfo]:
         if topic != TOPIC:
             raise UnknownTopicOrPartitionError(topic)
-        return [PartitionInfo(TOPIC, TOPIC_ID, p, 0, END, 1, 1, ((3, 0),)) for p in (0, 1)]
+        return [await self.partition(topic, p) for p in self.present]
+
+    async def partition(self, topic: str, partition: int) -> PartitionInfo:
+        if topic != TOPIC or partition not in self.present:
+            raise UnknownTopicOrPartitionError(f"{topic}-{partition}")
+        return PartitionInfo(TOPIC, TOPIC_ID, partition, 0, END, 1, 1, ((3, 0),))
 
     async def fetch(
         self,
@@ -74,13 +83,19 @@ class FakeService:
         deadline: Deadline,
     ) -> FetchResult:
         self.calls.append((partition, offset, max_bytes))
-        if topic != TOPIC or partition not in (0, 1):
+        self.reading += 1
+        self.most_reading = max(self.most_reading, self.reading)
+        try:
+            await asyncio.sleep(0)  # let the other reads of the request start, if they may
+            gate = self.gates.get(partition)
+            if gate is not None:
+                await gate.wait()
+        finally:
+            self.reading -= 1
+        if topic != TOPIC or partition not in self.present:
             raise UnknownTopicOrPartitionError(f"{topic}-{partition}")
         if offset > END:
             raise OffsetOutOfRangeError("past the end", 0, END)
-        gate = self.gates.get(partition)
-        if gate is not None:
-            await gate.wait()
         first = offset // PER_BATCH
         data = bytearray()
         for raw in BATCH_BYTES[first:]:

@@ -4,6 +4,7 @@ the batches passed through as views), cutting to ``max_bytes``, and the waiting 
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 
 import pytest
@@ -11,7 +12,15 @@ from kafka.protocol.consumer.fetch import FetchRequest, FetchResponse
 from kafka.record import MemoryRecords
 
 from gateway.listener import codes
-from gateway.listener.fetch import PartitionAnswer, cut_to, encode_response, fetch
+from gateway.listener.fetch import (
+    MAX_PARTITIONS,
+    READ_CONCURRENCY,
+    PartitionAnswer,
+    cut_to,
+    encode_response,
+    fetch,
+)
+from gateway.listener.framing import MalformedRequestError
 from gateway.service.types import AbortedTransaction
 from tests.unit.listener.support import (
     BATCH_BYTES,
@@ -149,12 +158,12 @@ def test_max_bytes_is_shared_and_the_first_partition_with_data_is_never_cut() ->
 
 
 def test_offsets_outside_the_remote_log_and_the_end() -> None:
-    payload = _fetch_request(
-        [(0, END, 1000), (1, END + 1, 1000), (1, -1, 1000)], max_bytes=1 << 20, wait_ms=0
-    )
-    at_end, past, negative = asyncio.run(_fetch(FakeService(), payload)).responses[0].partitions
+    payload = _fetch_request([(0, END, 1000), (1, END + 1, 1000)], max_bytes=1 << 20, wait_ms=0)
+    at_end, past = asyncio.run(_fetch(FakeService(), payload)).responses[0].partitions
     assert (at_end.error_code, at_end.high_watermark, _offsets(at_end)) == (0, END, [])
     assert (past.error_code, past.high_watermark, past.log_start_offset) == (1, END, 0)
+    payload = _fetch_request([(1, -1, 1000)], max_bytes=1 << 20, wait_ms=0)
+    (negative,) = asyncio.run(_fetch(FakeService(), payload)).responses[0].partitions
     assert negative.error_code == codes.OFFSET_OUT_OF_RANGE
 
 
@@ -191,6 +200,9 @@ def test_past_max_wait_a_response_waits_for_data_on_its_way() -> None:
 
 
 def test_at_max_wait_what_is_ready_goes_and_the_rest_answers_empty() -> None:
+    """A partition not ready answers its real bounds (clients store them: -1 as aiokafka's
+    highwater would end a read-until-highwater loop early), no records and no error."""
+
     async def run() -> None:
         gate = asyncio.Event()  # never set: partition 1 is still reading
         service = FakeService(gates={1: gate})
@@ -198,7 +210,9 @@ def test_at_max_wait_what_is_ready_goes_and_the_rest_answers_empty() -> None:
         response = await _fetch(service, payload)
         ready, waiting = response.responses[0].partitions
         assert _offsets(ready)[:PER_BATCH] == list(range(PER_BATCH))
-        assert (waiting.error_code, waiting.high_watermark, _offsets(waiting)) == (0, -1, [])
+        got = (waiting.error_code, waiting.high_watermark, waiting.last_stable_offset)
+        assert got == (0, END, END)
+        assert (waiting.log_start_offset, _offsets(waiting)) == (0, [])
 
     asyncio.run(run())
 
@@ -241,3 +255,89 @@ def test_an_overloaded_fetch_answers_a_retriable_error_per_partition() -> None:
     response = asyncio.run(run())
     errors = [p.error_code for p in response.responses[0].partitions]
     assert errors == [codes.KAFKA_STORAGE_ERROR] * 2
+
+
+def test_more_than_max_partitions_is_a_malformed_request() -> None:
+    many = [(p, 0, 1000) for p in range(MAX_PARTITIONS + 1)]
+    with pytest.raises(MalformedRequestError, match="more than 1000 partitions"):
+        asyncio.run(_fetch(FakeService(), _fetch_request(many, max_bytes=1 << 20, wait_ms=0)))
+    copies = [(0, 0, 1000)] * (MAX_PARTITIONS + 1)  # duplicates count: they are entries
+    with pytest.raises(MalformedRequestError):
+        asyncio.run(_fetch(FakeService(), _fetch_request(copies, max_bytes=1 << 20, wait_ms=0)))
+
+
+def test_a_partition_named_twice_is_read_and_answered_once_at_its_first_occurrence() -> None:
+    service = FakeService()
+    entries = [(0, 0, 1000), (1, 0, 1000)] + [(0, 3, 1000)] * (MAX_PARTITIONS - 2)
+    payload = _fetch_request(entries, max_bytes=1 << 20, wait_ms=0)
+    response = asyncio.run(_fetch(service, payload))
+    first, second = response.responses[0].partitions
+    assert (first.partition_index, second.partition_index) == (0, 1)
+    assert _offsets(first)[0] == 0  # the first occurrence's offset
+    assert sorted(c[:2] for c in service.calls) == [(0, 0), (1, 0)]
+
+
+def test_the_reads_of_one_request_are_bounded_and_its_failures_logged_once(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    service = FakeService(present=tuple(range(40)))
+    wanted = [(p, 0, 1000) for p in range(40)] + [(p, 0, 1000) for p in range(40, 400)]
+    payload = _fetch_request(wanted, max_bytes=1 << 20, wait_ms=60_000)  # every read ends
+    with caplog.at_level(logging.INFO, logger="gateway.listener.fetch"):
+        response = asyncio.run(_fetch(service, payload))
+    partitions = response.responses[0].partitions
+    assert len(service.calls) == 400
+    assert 1 < service.most_reading <= READ_CONCURRENCY
+    assert all(_offsets(p) for p in partitions[:40])
+    unknown = [p.error_code for p in partitions[40:]]
+    assert unknown == [codes.UNKNOWN_TOPIC_OR_PARTITION] * 360
+    lines = [r for r in caplog.records if r.name == "gateway.listener.fetch"]
+    assert len(lines) == 1 and "360 partition(s) failed" in lines[0].getMessage()
+
+
+def test_the_reservation_is_what_is_read_and_is_released_down_to_the_answer() -> None:
+    async def run() -> None:
+        ctx = context(FakeService())
+        payload = _fetch_request([(0, 0, 8 << 20)], max_bytes=64 << 20, wait_ms=0)
+        reply = await fetch(ctx, decoded(payload))
+        answer = sum(b.nbytes for b in reply.buffers if isinstance(b, memoryview))
+        assert 0 < ctx.budget.in_use <= answer  # not the 8 MiB asked for
+        reply.release()
+        assert ctx.budget.in_use == 0
+        # max_bytes is shared in request order: one partition takes it all, the next one
+        # reserves what is left of it, not its own partition_max_bytes again
+        service = FakeService(gates={0: asyncio.Event()})
+        ctx = context(service)
+        both = _fetch_request([(0, 0, 5000), (1, 0, 5000)], max_bytes=6000, wait_ms=60_000)
+        task = asyncio.ensure_future(fetch(ctx, decoded(both)))
+        while len(service.calls) < 2:
+            await asyncio.sleep(0)
+        assert [c[2] for c in service.calls] == [5000, 1000]
+        assert ctx.budget.in_use == 6000
+        service.gates[0].set()
+        (await task).release()
+        assert ctx.budget.in_use == 0
+
+    asyncio.run(run())
+
+
+def test_past_the_cap_a_fetch_with_nothing_answers_a_retriable_error() -> None:
+    """Nothing ready at max_wait_ms: the response waits for the first answer, but not past
+    the cap below request_timeout_ms; then the partitions still reading say
+    KAFKA_STORAGE_ERROR (retriable), with their real bounds."""
+
+    async def run() -> object:
+        service = FakeService(gates={0: asyncio.Event()})  # never set
+        ctx = context(service, request_timeout_ms=500)
+        payload = _fetch_request([(0, 0, 1000)], max_bytes=1 << 20, wait_ms=0)
+        reply = await asyncio.wait_for(fetch(ctx, decoded(payload)), 20)
+        reply.release()
+        assert ctx.budget.in_use == 0
+        return FetchResponse[12].decode(unframe(reply), version=12, header=True)
+
+    start = time.monotonic()
+    (p,) = asyncio.run(run()).responses[0].partitions
+    assert time.monotonic() - start < 20
+    assert (p.error_code, p.high_watermark, p.log_start_offset) == (codes.KAFKA_STORAGE_ERROR,
+                                                                    END, 0)  # fmt: skip
+    assert _offsets(p) == []

@@ -22,9 +22,17 @@ from gateway.config import parse_listener, settings_for
 from gateway.errors import ConfigurationError
 from gateway.listener import codes
 from gateway.listener.framing import MAX_FRAME_BYTES, MalformedRequestError, frame_size
-from gateway.listener.handlers import VERSIONS
-from gateway.listener.server import answer, check_listener
-from tests.unit.listener.support import END, TOPIC, TOPIC_ID, context, request, unframe
+from gateway.listener.handlers import GROUPS_UNSUPPORTED, VERSIONS
+from gateway.listener.server import answer, check_listener, open_session
+from tests.unit.listener.support import (
+    END,
+    TOPIC,
+    TOPIC_ID,
+    FakeService,
+    context,
+    request,
+    unframe,
+)
 
 
 def _ask(message: Any, response_class: Any, version: int) -> Any:
@@ -69,6 +77,25 @@ def test_metadata_names_the_gateway_as_the_leader_and_unknown_topics(version: in
     assert (unknown.name, unknown.error_code) == ("nope", codes.UNKNOWN_TOPIC_OR_PARTITION)
 
 
+def test_metadata_lists_every_partition_up_to_the_highest_with_remote_data() -> None:
+    """Clients take the partition count from the list: a sparse [0, 1, 3] listed as such
+    made librdkafka count 3 partitions and never read partition 3."""
+    r = MetadataRequest[12]
+    message = r(topics=[r.MetadataRequestTopic(name=TOPIC)], allow_auto_topic_creation=False)
+    payload = request(message)
+    reply = asyncio.run(answer(context(FakeService(present=(0, 1, 3))), payload))
+    response = MetadataResponse[12].decode(unframe(reply), version=12, header=True)
+    (topic,) = response.topics
+    got = [(p.partition_index, p.error_code, p.leader_id, p.replica_nodes, p.isr_nodes)
+           for p in topic.partitions]  # fmt: skip
+    assert got == [
+        (0, 0, 0, [0], [0]),
+        (1, 0, 0, [0], [0]),
+        (2, codes.LEADER_NOT_AVAILABLE, -1, [], []),
+        (3, 0, 0, [0], [0]),
+    ]
+
+
 def test_metadata_of_all_topics_and_by_topic_id() -> None:
     r = MetadataRequest[12]
     response = _ask(r(topics=None), MetadataResponse[12], 12)
@@ -106,14 +133,43 @@ def test_list_offsets_specs(version: int) -> None:
     assert [p.error_code for p in unknown.partitions] == [codes.UNKNOWN_TOPIC_OR_PARTITION]
 
 
-@pytest.mark.parametrize("version", [0, 3, 4])
+@pytest.mark.parametrize("version", [0, 1, 3, 4])
 def test_find_coordinator_says_there_is_none(version: int) -> None:
+    """A non-retriable code (a retriable one made group consumers retry quietly forever),
+    with a message saying what to do instead."""
     message = FindCoordinatorRequest[version](key="g", key_type=0, coordinator_keys=["g"])
     response = _ask(message, FindCoordinatorResponse[version], version)
     if version >= 4:
-        assert [c.error_code for c in response.coordinators] == [codes.COORDINATOR_NOT_AVAILABLE]
+        (c,) = response.coordinators
+        assert (c.error_code, c.error_message) == (codes.GROUP_AUTHORIZATION_FAILED,
+                                                   GROUPS_UNSUPPORTED)  # fmt: skip
     else:
-        assert response.error_code == codes.COORDINATOR_NOT_AVAILABLE
+        assert response.error_code == codes.GROUP_AUTHORIZATION_FAILED
+        if version >= 1:
+            assert "assign()" in response.error_message
+
+
+def test_find_coordinator_keeps_librdkafkas_assigned_consumers_undisturbed() -> None:
+    """librdkafka asks for the coordinator of every consumer with a group.id (confluent-kafka
+    requires one), assign()-only ones included, and hands a non-retriable answer to poll() as
+    an error: a connection whose ApiVersions named librdkafka gets the retriable code."""
+
+    async def run(software: tuple[str, str]) -> Any:
+        ctx = context()
+        session = open_session(ctx.access)
+        hello = ApiVersionsRequest[3](client_software_name=software[0],
+                                      client_software_version=software[1])  # fmt: skip
+        await answer(ctx, request(hello), session)
+        message = FindCoordinatorRequest[3](key="g", key_type=0)
+        reply = await answer(ctx, request(message), session)
+        return FindCoordinatorResponse[3].decode(unframe(reply), version=3, header=True)
+
+    rdkafka = asyncio.run(run(("confluent-kafka-python", "2.16.1-rdkafka-2.16.0")))
+    assert rdkafka.error_code == codes.COORDINATOR_NOT_AVAILABLE
+    assert rdkafka.error_message == GROUPS_UNSUPPORTED
+    assert asyncio.run(run(("librdkafka", "2.16.0"))).error_code == codes.COORDINATOR_NOT_AVAILABLE
+    other = asyncio.run(run(("kafka-python", "3.0.12")))
+    assert other.error_code == codes.GROUP_AUTHORIZATION_FAILED
 
 
 def test_produce_is_refused_with_a_clear_message() -> None:
@@ -126,7 +182,8 @@ def test_produce_is_refused_with_a_clear_message() -> None:
     assert p.error_code == codes.INVALID_REQUEST
     assert "read-only" in p.error_message
     quiet = r(transactional_id=None, acks=0, timeout_ms=1000, topic_data=[data])
-    assert asyncio.run(answer(context(), request(quiet))) is None
+    reply = asyncio.run(answer(context(), request(quiet)))  # no answer: the connection closes
+    assert reply is not None and (reply.buffers, reply.close) == ([], True)
 
 
 def test_unknown_api_keys_and_versions_are_malformed() -> None:
@@ -139,6 +196,7 @@ def test_unknown_api_keys_and_versions_are_malformed() -> None:
 
 
 def test_frame_sizes() -> None:
+    assert MAX_FRAME_BYTES <= 1 << 20  # read whole before decoding: consumer requests are small
     assert frame_size(struct.pack(">i", 100)) == 100
     for bad in (-1, 0, 7, MAX_FRAME_BYTES + 1):
         with pytest.raises(MalformedRequestError):

@@ -1,18 +1,28 @@
 """The listener over real sockets: garbage, an oversized frame, a client vanishing mid-fetch,
-the connection limit and the idle timeout each end one connection while others are served."""
+the connection limit, the idle timeout, an acks=0 Produce each end one connection while others
+are served; a client that stops reading gives back its share of ``inflight_bytes``; a group
+consumer (kafka-python's, with ``subscribe()``) fails at once."""
 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import struct
+import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
+import pytest
+from kafka import KafkaConsumer
+from kafka import TopicPartition as KafkaTopicPartition
+from kafka.errors import GroupAuthorizationFailedError
 from kafka.protocol.consumer.fetch import FetchRequest, FetchResponse
 from kafka.protocol.metadata.api_versions import ApiVersionsRequest, ApiVersionsResponse
+from kafka.protocol.producer.produce import ProduceRequest
 
+from gateway.listener.framing import Reply
 from gateway.listener.server import KafkaListener
-from tests.unit.listener.support import TOPIC, FakeService, context, request
+from tests.unit.listener.support import END, TOPIC, FakeService, context, request
 
 
 @asynccontextmanager
@@ -133,5 +143,138 @@ def test_an_idle_connection_is_closed() -> None:
             assert await _closed(reader)
             writer.close()
             await _api_versions_work(listener)
+
+    asyncio.run(run())
+
+
+def test_an_acks_0_produce_closes_its_connection() -> None:
+    async def run() -> None:
+        async with _listener(FakeService()) as listener:
+            r = ProduceRequest[9]
+            data = r.TopicProduceData(name=TOPIC, partition_data=[
+                r.TopicProduceData.PartitionProduceData(index=0, records=None)])  # fmt: skip
+            payload = request(r(transactional_id=None, acks=0, timeout_ms=1000, topic_data=[data]))
+            reader, writer = await _connect(listener)
+            writer.write(struct.pack(">i", len(payload)) + payload)
+            await writer.drain()
+            assert await asyncio.wait_for(_closed(reader), 10)
+            writer.close()
+            await _api_versions_work(listener)
+
+    asyncio.run(run())
+
+
+class _StuckWriter:
+    """A connection whose client takes no bytes: every drain waits for ever."""
+
+    def write(self, data: object) -> None:
+        pass
+
+    async def drain(self) -> None:
+        await asyncio.Event().wait()
+
+
+def test_a_client_that_stops_reading_gives_back_its_share_and_is_closed() -> None:
+    async def run() -> float:
+        listener = KafkaListener(
+            context(FakeService(), port=0, request_timeout_ms=200), "127.0.0.1", 10
+        )
+        held = await listener.ctx.budget.acquire(1000, listener.ctx.deadline())
+        reply = Reply([b"x" * 300_000, b"y"], lambda: listener.ctx.budget.release(held))
+        start = time.monotonic()
+        with pytest.raises(TimeoutError):  # the connection closes on it
+            async with asyncio.timeout(20):
+                try:
+                    await listener._send(_StuckWriter(), reply)  # type: ignore[arg-type]
+                finally:
+                    elapsed = time.monotonic() - start
+        assert listener.ctx.budget.in_use == 0
+        return elapsed
+
+    assert asyncio.run(run()) < 10  # the write timeout, not the test's 20 s
+
+
+def test_a_group_consumer_fails_at_once_with_the_reason() -> None:
+    """kafka-python with group_id and subscribe(): FindCoordinator's answer is fatal to the
+    lookup, so poll() raises instead of retrying quietly for ever."""
+
+    async def run() -> None:
+        async with _listener(FakeService()) as listener:
+            listener.ctx = dataclasses.replace(listener.ctx, port=listener.port)  # advertised
+
+            def consume() -> float:
+                consumer = KafkaConsumer(
+                    bootstrap_servers=f"127.0.0.1:{listener.port}",
+                    group_id="g",
+                    enable_auto_commit=False,
+                    request_timeout_ms=10_000,
+                )
+                start = time.monotonic()
+                try:
+                    consumer.subscribe([TOPIC])
+                    with pytest.raises(GroupAuthorizationFailedError):
+                        consumer.poll(timeout_ms=15_000)
+                    return time.monotonic() - start
+                finally:
+                    consumer.close(autocommit=False)
+
+            assert await asyncio.wait_for(asyncio.to_thread(consume), 60) < 10
+
+    asyncio.run(run())
+
+
+def test_real_clients_read_the_partitions_of_a_sparse_topic() -> None:
+    """Partitions 0, 1 and 3 have remote data, 2 none (listed LEADER_NOT_AVAILABLE): librdkafka
+    and kafka-python consumers assigned 0 and 3 read both to the end."""
+    confluent_kafka = pytest.importorskip("confluent_kafka")
+
+    async def run() -> None:
+        async with _listener(FakeService(present=(0, 1, 3))) as listener:
+            listener.ctx = dataclasses.replace(listener.ctx, port=listener.port)  # advertised
+            servers = f"127.0.0.1:{listener.port}"
+
+            def rdkafka() -> dict[int, list[int]]:
+                consumer = confluent_kafka.Consumer({"bootstrap.servers": servers,
+                                                     "group.id": "g", "enable.auto.commit": False,
+                                                     "enable.partition.eof": True})  # fmt: skip
+                got: dict[int, list[int]] = {0: [], 3: []}
+                try:
+                    consumer.assign([confluent_kafka.TopicPartition(TOPIC, p, 0) for p in got])
+                    at_end: set[int] = set()
+                    start = time.monotonic()
+                    while at_end != set(got) and time.monotonic() - start < 30:
+                        message = consumer.poll(0.5)
+                        if message is None:
+                            continue
+                        error = message.error()
+                        if error is not None:
+                            assert error.code() == confluent_kafka.KafkaError._PARTITION_EOF, error
+                            at_end.add(message.partition())
+                            continue
+                        got[message.partition()].append(message.offset())
+                finally:
+                    consumer.close()
+                return got
+
+            def kafka_python() -> dict[int, list[int]]:
+                consumer = KafkaConsumer(bootstrap_servers=servers, enable_auto_commit=False)
+                tps = [KafkaTopicPartition(TOPIC, p) for p in (0, 3)]
+                got: dict[int, list[int]] = {0: [], 3: []}
+                try:
+                    consumer.assign(tps)
+                    consumer.seek_to_beginning(*tps)
+                    start = time.monotonic()
+                    while any(consumer.position(tp) < END for tp in tps):
+                        assert time.monotonic() - start < 30
+                        for tp, records in consumer.poll(timeout_ms=500).items():
+                            got[tp.partition] += [r.offset for r in records]
+                    assert len(consumer.partitions_for_topic(TOPIC) or ()) == 4
+                finally:
+                    consumer.close(autocommit=False)
+                return got
+
+            want = {0: list(range(END)), 3: list(range(END))}
+            assert await asyncio.wait_for(asyncio.to_thread(rdkafka), 60) == want
+            assert await asyncio.wait_for(asyncio.to_thread(kafka_python), 60) == want
 
     asyncio.run(run())
