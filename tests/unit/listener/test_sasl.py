@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import datetime
 import ssl
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -119,23 +120,25 @@ def _expired() -> str:
 
 
 @pytest.mark.parametrize(
-    ("mechanism", "auth_bytes", "why"),
+    ("mechanism", "make", "why"),
     [
-        (PLAIN, _plain("tgk_not-a-key"), "unknown API key"),
-        (PLAIN, _plain(""), "empty password"),
-        (PLAIN, b"ci\0tgk_x", "malformed PLAIN"),
-        (PLAIN, _plain("tgk_x", authzid="someone-else"), "authorization id"),
-        (OAUTHBEARER, _bearer(token("alice", key=OTHER_KEY)), "signature"),
-        (OAUTHBEARER, _bearer(_expired()), "expired"),
-        (OAUTHBEARER, _bearer(token("alice"), authzid="bob"), "authorization id"),
-        (OAUTHBEARER, b"n,,\x01auth=Bearer\x01\x01", "Authorization"),
-        (OAUTHBEARER, b"n,,\x01host=x\x01\x01", "no auth=Bearer"),
-        (OAUTHBEARER, b"garbage", "malformed OAUTHBEARER"),
+        (PLAIN, lambda: _plain("tgk_not-a-key"), "unknown API key"),
+        (PLAIN, lambda: _plain(""), "empty password"),
+        (PLAIN, lambda: b"ci\0tgk_x", "malformed PLAIN"),
+        (PLAIN, lambda: _plain("tgk_x", authzid="someone-else"), "authorization id"),
+        (OAUTHBEARER, lambda: _bearer(token("alice", key=OTHER_KEY)), "signature"),
+        (OAUTHBEARER, lambda: _bearer(_expired()), "expired"),
+        (OAUTHBEARER, lambda: _bearer(token("alice"), authzid="bob"), "authorization id"),
+        (OAUTHBEARER, lambda: b"n,,\x01auth=Bearer\x01\x01", "Authorization"),
+        (OAUTHBEARER, lambda: b"n,,\x01host=x\x01\x01", "no auth=Bearer"),
+        (OAUTHBEARER, lambda: b"garbage", "malformed OAUTHBEARER"),
     ],
 )
 def test_a_wrong_credential_fails_and_closes_the_connection(
-    tmp_path: Path, mechanism: str, auth_bytes: bytes, why: str
+    tmp_path: Path, mechanism: str, make: Callable[[], bytes], why: str
 ) -> None:
+    auth_bytes = make()  # now, not at collection: a token made then may expire before the run
+
     async def run() -> None:
         async with secured_listener(tmp_path) as (listener, _):
             conn = await connect(listener)
