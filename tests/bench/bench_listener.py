@@ -61,7 +61,7 @@ from tests.bench.bench_decode import make_segment
 from tests.bench.http_bucket import KEY, KEY_PREFIX, TOPIC, BenchBucket, bench_bucket
 from tests.bench.http_load import RECORDS, Conn, MiB, warm_pass
 from tests.bench.http_procs import self_cpu_s, tree_cpu_s
-from tests.fixtures.ports import LOCALHOST, _listening_ports
+from tests.fixtures.ports import LOCALHOST, listening_ports
 from tests.integration.serve import start_serve, stop, wait_ready
 
 CONSUME_BATCH: Final = 10_000  # messages per Consumer.consume() call
@@ -217,7 +217,7 @@ def _ports(proc: subprocess.Popen[bytes]) -> tuple[str, int]:
     one of its two listening ports that answers HTTP is the HTTP one."""
     deadline = time.monotonic() + PORTS_TIMEOUT_S
     while time.monotonic() < deadline:
-        ports = _listening_ports(proc.pid)
+        ports = listening_ports(proc.pid)
         if len(ports) == 2:
             for port in ports:
                 try:

@@ -36,7 +36,7 @@ from kafka.errors import KafkaError as KafkaPythonError
 
 from gateway.security.apikeys import new_key
 from gateway.storage.filesystem import FilesystemStore
-from tests.fixtures.ports import _listening_ports
+from tests.fixtures.ports import listening_ports
 from tests.fixtures.tls import Pki
 from tests.integration.independent_bucket import (
     TOPICS,
@@ -110,7 +110,7 @@ def _start(command: list[str], log_path: Path) -> tuple[subprocess.Popen[bytes],
         kafka = _LISTENING.search(log_path.read_bytes())
         if kafka:
             port = int(kafka.group(2))
-            http = [p for p in _listening_ports(proc.pid) if p != port]
+            http = [p for p in listening_ports(proc.pid) if p != port]
             if http:
                 return proc, port, http[0]
         time.sleep(0.05)
