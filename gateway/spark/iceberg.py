@@ -180,11 +180,11 @@ def load_table(catalog: Catalog, identifier: tuple[str, ...]) -> Table | None:
 def create_table(catalog: Catalog, identifier: tuple[str, ...], include_headers: bool) -> Table:
     """Create the table (and its namespace) with the export's schema and partition spec."""
     schema = table_schema(include_headers)
-    catalog.create_namespace_if_not_exists(identifier[:-1])
     if "warehouse" not in catalog.properties and isinstance(catalog, SqlCatalog):
         raise ConfigurationError(
             f"table {'.'.join(identifier)} does not exist: give --warehouse to create it"
-        )
+        )  # before the namespace: a refused run creates nothing
+    catalog.create_namespace_if_not_exists(identifier[:-1])
     table = catalog.create_table(identifier, schema=schema, partition_spec=partition_spec())
     # The files carry no field ids: readers map their columns by name, with the ids the
     # catalog gave (taken from the table, not assumed).
@@ -245,7 +245,8 @@ def committed(table: Table) -> Committed:
             )
         parent = snapshot.parent_snapshot_id
         snapshot = None if parent is None else table.snapshot_by_id(parent)
-    if head.summary is not None and (head.summary["total-records"] or "0") != "0":
+    records = head.summary.additional_properties.get("total-records") if head.summary else None
+    if records not in (None, "0"):  # another writer's snapshot may lack the field
         raise ConfigurationError(
             f"table {'.'.join(table.name())} holds records but no snapshot of its history "
             f"records which offsets ({COMMITTED_KEY}): it was not written by this export, or "

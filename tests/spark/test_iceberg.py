@@ -21,7 +21,7 @@ from pyiceberg.exceptions import CommitFailedException
 from pyspark.sql import SparkSession
 
 from gateway.cli import main as cli_main
-from gateway.errors import CorruptDataError
+from gateway.errors import ConfigurationError, CorruptDataError
 from gateway.spark import iceberg as ice
 from gateway.spark.columns import arrow_schema
 from gateway.spark.plan import SegmentRef, Split
@@ -440,3 +440,10 @@ def test_a_commit_whose_answer_is_lost_keeps_its_files(
     listed = table_files(table)
     assert listed and listed <= data_files_on_disk(table)
     assert table_rows(table) == expected(bucket)
+
+
+def test_a_table_that_cannot_be_created_leaves_no_namespace(tmp_path: Path) -> None:
+    catalog = ice.open_catalog(f"sqlite:///{tmp_path / 'catalog.db'}", None)
+    with pytest.raises(ConfigurationError, match="give --warehouse"):
+        ice.create_table(catalog, ("kafka", TOPIC), False)
+    assert catalog.list_namespaces() == []
