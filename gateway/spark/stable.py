@@ -19,6 +19,8 @@ remote end.
 
 from __future__ import annotations
 
+import functools
+
 from gateway.errors import CorruptCheckpointError, CorruptDataError, add_context
 from gateway.kafka.producer_snapshot import parse_producer_snapshot
 from gateway.metadata.manager import RemoteLogMetadataManager
@@ -26,8 +28,10 @@ from gateway.metadata.model import TopicIdPartition
 from gateway.remote.keys import Suffix
 from gateway.remote.manifest import IndexType
 from gateway.service.locate import remote_bounds, resolve
-from gateway.spark.plan import segment_ref
+from gateway.service.types import IsolationLevel
+from gateway.spark.plan import SegmentRef, segment_ref
 from gateway.spark.segments import ReadContext, open_segment, sync_reader
+from gateway.storage.sync import SyncStoreSpec
 
 
 def stable_end(rlmm: RemoteLogMetadataManager, tp: TopicIdPartition, ctx: ReadContext) -> int:
@@ -40,22 +44,34 @@ def stable_end(rlmm: RemoteLogMetadataManager, tp: TopicIdPartition, ctx: ReadCo
     if meta is None or meta.end_offset != end - 1:
         return end  # no segment ends at the remote end: nothing to read the state from
     ref = segment_ref(meta, ctx.key_prefix, 0)
+    first = _open_txn_first(ctx.store, ctx.key_pairs, ctx.key_prefix, ref)
+    return max(start, end if first is None else first)
+
+
+@functools.lru_cache(maxsize=256)
+def _open_txn_first(
+    store: SyncStoreSpec, key_pairs: tuple[str, ...], key_prefix: str, ref: SegmentRef
+) -> int | None:
+    """The first offset of the oldest transaction open at the end of segment ``ref`` (None:
+    none, or no snapshot uploaded). A segment's snapshot never changes, so a streaming query
+    reads it once, not at every trigger (a failure is not cached)."""
+    ctx = ReadContext(store, key_prefix, key_pairs, False, IsolationLevel.READ_COMMITTED, 1)
     segment = open_segment(ctx, ref)
     data = sync_reader(ctx).read_index_piece(segment, IndexType.PRODUCER_SNAPSHOT)
     if not data:
-        return end
+        return None
     where = segment.key.with_suffix(Suffix.INDEXES).key
     try:
         entries = parse_producer_snapshot(data)
         open_firsts = [
             e.current_txn_first_offset for e in entries if e.current_txn_first_offset >= 0
         ]
-        late = [o for o in open_firsts if o > meta.end_offset]
+        late = [o for o in open_firsts if o > ref.end_offset]
         if late:
             raise CorruptCheckpointError(
                 f"producer snapshot: a transaction opens at offset {late[0]}, after the "
-                f"segment's end offset {meta.end_offset}"
+                f"segment's end offset {ref.end_offset}"
             )
     except CorruptDataError as exc:
         raise add_context(exc, where) from exc
-    return max(start, min(open_firsts, default=end))
+    return min(open_firsts, default=None)
