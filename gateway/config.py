@@ -155,8 +155,8 @@ class Settings(BaseSettings):
         description="also serve the Kafka protocol, read-only, on HOST:PORT (e.g. "
         "127.0.0.1:9092; port 0: any free port) for consumers that assign partitions; off "
         "by default; SASL/PLAIN (API keys) and OAUTHBEARER (JWT) over the tls_* settings, "
-        "the same ACLs; off loopback only with authentication; one worker process "
-        "(docs/kafka-listener.md)",
+        "the same ACLs; off loopback only with authentication; served by every worker "
+        "process (docs/kafka-listener.md)",
     )
     kafka_advertised_listener: str | None = Field(
         default=None,

@@ -240,11 +240,26 @@ class OverloadedError(GatewayError):
 
 class TransactionPendingError(GatewayError):
     """read_committed reached a transaction whose COMMIT or ABORT marker is not in the remote
-    tier yet (its outcome is unknown until the broker tiers the segment holding it)."""
+    tier yet (its outcome is unknown until the broker tiers the segment holding it). A fetch
+    carries the partition's bounds: the remote log start and end, and the remote last stable
+    offset (where read_committed stops); ``None`` where not known (a Spark read)."""
 
     status = 503
     code = "transaction_pending"
     retriable = True
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        log_start_offset: int | None = None,
+        log_end_offset: int | None = None,
+        last_stable_offset: int | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.log_start_offset = log_start_offset
+        self.log_end_offset = log_end_offset
+        self.last_stable_offset = last_stable_offset
 
 
 class OffsetOutOfRangeError(GatewayError):

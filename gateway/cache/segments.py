@@ -5,7 +5,9 @@
   worker thread), kept in an LRU bounded by count with a TTL, single-flight on misses;
 * the offset, time and transaction indexes and the leader-epoch checkpoint come through
   :class:`indexcache.RemoteIndexCache`, whose loader reads the ``.indexes`` object;
-* segment bytes come through the decoded-chunk cache.
+* segment bytes come through the decoded-chunk cache;
+* the open-transaction point of a segment's producer snapshot (for the remote last stable
+  offset) is read once per segment and kept in an LRU (a snapshot never changes).
 
 A corrupt or missing object raises the typed error naming the object key.
 """
@@ -24,7 +26,9 @@ from cachetools import LRUCache
 
 from gateway.cache.chunks import ChunkCache
 from gateway.deadline import Deadline, wait_within
+from gateway.errors import CorruptDataError, add_context
 from gateway.flights import Flights
+from gateway.kafka.producer_snapshot import open_transaction_first
 from gateway.kafka.uuids import encode_uuid
 from gateway.metadata.model import RemoteLogSegmentMetadata
 from gateway.remote.keyring import KeyRing
@@ -69,6 +73,8 @@ class SegmentSource:
         self._opening: Flights[uuid.UUID, RemoteSegment] = Flights()
         self._ttl = manifest_ttl_s
         self._metas: LRUCache[SegmentKey, RemoteLogSegmentMetadata] = LRUCache(maxsize=100_000)
+        self._open_txns: LRUCache[uuid.UUID, int | None] = LRUCache(maxsize=manifest_cache_entries)
+        self._reading_txns: Flights[uuid.UUID, int | None] = Flights()
         self.indexes_cache = RemoteIndexCache(
             self._load_indexes,
             max_bytes=index_cache_bytes,
@@ -138,6 +144,36 @@ class SegmentSource:
             leader_epoch=pieces[IndexType.LEADER_EPOCH] or b"",
             txn=pieces[IndexType.TRANSACTION],
         )
+
+    async def open_transaction(
+        self, meta: RemoteLogSegmentMetadata, deadline: Deadline
+    ) -> int | None:
+        """The first offset of the oldest transaction open after segment ``meta``, from its
+        producer snapshot (None: none open, or no snapshot uploaded); read once per segment
+        (single-flight, a failure is not kept). A snapshot that fails its checks is a
+        ``CorruptCheckpointError`` naming the ``.indexes`` object."""
+        sid = meta.segment_id.id
+        if sid in self._open_txns:
+            return self._open_txns[sid]
+        shared = Deadline.after(max(deadline.remaining(), INDEX_LOAD_TIMEOUT))
+        task = self._reading_txns.join(sid, lambda: self._open_transaction(meta, shared))
+        what = f"producer snapshot of {self.object_key(meta).key}"
+        return await wait_within(task, deadline, what)
+
+    async def _open_transaction(
+        self, meta: RemoteLogSegmentMetadata, deadline: Deadline
+    ) -> int | None:
+        segment = await self.open(meta, deadline)
+        data = await self._reader.read_index_piece(segment, IndexType.PRODUCER_SNAPSHOT, deadline)
+        loop = asyncio.get_running_loop()
+        try:  # CRC and parse: off the loop (46 bytes per producer)
+            first = await loop.run_in_executor(
+                self._executor, open_transaction_first, data or b"", meta.end_offset
+            )
+        except CorruptDataError as exc:
+            raise add_context(exc, segment.key.with_suffix(Suffix.INDEXES).key) from exc
+        self._open_txns[meta.segment_id.id] = first
+        return first
 
     def prefetch(
         self,

@@ -114,7 +114,9 @@ def preflight(settings: Settings) -> None:
 def serve(settings: Settings, service_factory: ServiceFactory | None = None) -> int:
     """Run the gateway until interrupted: in this process, or with ``settings.workers``
     worker processes (:mod:`gateway.commands.workers`) when more than one (and no
-    ``service_factory``, which only this process could use)."""
+    ``service_factory``, which only this process could use). The Kafka listener
+    (``kafka_listener``) runs beside the HTTP API in this process or in every worker, on
+    sockets the supervisor binds then."""
 
     from gateway.api.app import create_app  # noqa: PLC0415
     from gateway.api.hosts import allowed_hosts  # noqa: PLC0415

@@ -16,6 +16,13 @@ pid P``. Workers other than 0 take connections only once their first bucket scan
 a request never meets a sibling that is still loading while worker 0 answers ``/healthz`` and
 says in ``/readyz`` why the server is not ready yet.
 
+With ``--kafka-listener`` the Kafka listener follows the same model: the supervisor binds its
+sockets too (:func:`gateway.listener.server.bind_listener`; port 0: the port taken, which every
+worker advertises in its Metadata answers), every worker inherits them and serves them beside
+its HTTP API on its own service, and a worker other than 0 starts it only once its first
+bucket scan is done (its lifespan enters the listener after :func:`_run_worker`'s service
+factory waited). Its ``max_connections`` is the worker's share, as for HTTP.
+
 SIGTERM or SIGINT to the supervisor stops every worker gracefully (a second one kills them);
 a worker that dies is logged and started again (at most once a second); a worker that could
 not start (exit code 3: its service did not open) stops the server.
@@ -35,7 +42,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, MutableMapping
+from collections.abc import AsyncIterator, Awaitable, Callable, MutableMapping, Sequence
 from dataclasses import dataclass
 from types import FrameType
 from typing import TYPE_CHECKING, Any, Final
@@ -46,6 +53,12 @@ from indexcache.share import DiskShare, set_current
 
 if TYPE_CHECKING:
     import uvicorn
+    from prometheus_client.registry import Collector
+
+    from gateway.api.app import Companion
+    from gateway.security.access import Access
+    from gateway.security.audit import AuditLog
+    from gateway.service.admission import ByteBudget
 
 log = logging.getLogger(__name__)
 
@@ -78,6 +91,8 @@ class WorkerSpec:
     restarted: bool = False
     """A replacement: it takes connections only once its catalog is loaded (its siblings
     answer meanwhile)."""
+    kafka_fds: tuple[int, ...] = ()
+    """The Kafka listener's sockets (``--kafka-listener``), bound by the supervisor."""
 
 
 def worker_settings(settings: Settings, index: int) -> Settings:
@@ -148,11 +163,34 @@ def _run_worker(spec: WorkerSpec) -> int:
     from gateway.commands.server import DrainingServer  # noqa: PLC0415
 
     drain = threading.Event()
-    app = create_app(settings, opened, drain=drain)
+    app = create_app(settings, opened, drain=drain, companion=kafka_companion(spec.kafka_fds))
     config = uvicorn_config(served_by(app, f"worker {share.index} pid {os.getpid()}"), settings)
     server = DrainingServer(config, drain)
     server.run(sockets=[sock])
     return 0 if server.started else WORKER_NOT_STARTED
+
+
+def kafka_companion(fds: tuple[int, ...]) -> Companion | None:
+    """The Kafka listener serving the inherited sockets ``fds`` (none without them), as the
+    app lifespan's companion: entered once the worker's service is open, so a worker other than
+    0 takes Kafka connections only once its first bucket scan is done, as HTTP ones."""
+    if not fds:
+        return None
+    from gateway.listener.server import listening  # noqa: PLC0415
+
+    sockets = [socket.socket(fileno=fd) for fd in fds]
+
+    def companion(  # noqa: PLR0917 - gateway.api.app.Companion's positional call
+        service: Service,
+        settings: Settings,
+        budget: ByteBudget,
+        access: Access,
+        audit: AuditLog | None,
+        collectors: list[Collector],
+    ) -> contextlib.AbstractAsyncContextManager[object]:
+        return listening(service, settings, budget, access, audit, collectors, sockets=sockets)
+
+    return companion
 
 
 def uvicorn_config(app: Any, settings: Settings) -> uvicorn.Config:
@@ -216,9 +254,15 @@ def bind(settings: Settings) -> socket.socket:
 class Supervisor:
     """Starts the workers, starts again those that die, stops them all on a signal."""
 
-    def __init__(self, settings: Settings, sock: socket.socket) -> None:
+    def __init__(
+        self,
+        settings: Settings,
+        sock: socket.socket,
+        kafka_sockets: Sequence[socket.socket] = (),
+    ) -> None:
         self._settings = settings
         self._sock = sock
+        self._kafka_fds = tuple(k.fileno() for k in kafka_sockets)
         self._since = time.time()
         self._procs: dict[int, subprocess.Popen[bytes]] = {}
         self._started_at: dict[int, float] = {}
@@ -234,13 +278,13 @@ class Supervisor:
         os.set_blocking(read_end, False)
         spec = WorkerSpec(
             self._settings, share, self._sock.fileno(), write_end, os.getpid(),
-            restarted=index in self._served,
+            restarted=index in self._served, kafka_fds=self._kafka_fds,
         )  # fmt: skip
         try:
             proc = subprocess.Popen(
                 [sys.executable, "-m", "gateway.commands.workers"],
                 stdin=subprocess.PIPE,
-                pass_fds=[self._sock.fileno(), write_end],
+                pass_fds=[self._sock.fileno(), write_end, *self._kafka_fds],
             )
         finally:
             os.close(write_end)
@@ -331,12 +375,26 @@ def supervise(settings: Settings) -> int:
     except OSError as exc:
         log.error("cannot listen on %s:%d: %s", settings.host, settings.port, exc)
         return WORKER_NOT_STARTED
-    try:
+    with contextlib.ExitStack() as stack:
+        stack.callback(sock.close)
+        kafka_sockets: list[socket.socket] = []
+        if settings.kafka_listener is not None:
+            from gateway.listener.server import bind_listener  # noqa: PLC0415
+
+            try:
+                kafka_sockets = bind_listener(settings, BACKLOG)
+            except OSError as exc:
+                log.error("cannot listen for Kafka on %s: %s", settings.kafka_listener, exc)
+                return WORKER_NOT_STARTED
+            for kafka_sock in kafka_sockets:
+                stack.callback(kafka_sock.close)
         host, port = sock.getsockname()[:2]
         log.info("listening on %s:%d with %d workers", host, port, settings.workers)
-        return Supervisor(settings, sock).run()
-    finally:
-        sock.close()
+        for kafka_sock in kafka_sockets:
+            kafka_host, kafka_port = kafka_sock.getsockname()[:2]
+            log.info("Kafka listener on %s:%d for %d workers", kafka_host, kafka_port,
+                     settings.workers)  # fmt: skip
+        return Supervisor(settings, sock, kafka_sockets).run()
 
 
 if __name__ == "__main__":  # run as a script: the spec's classes are those of the package

@@ -14,8 +14,9 @@ Layout (big-endian, non-flexible)::
         int32 offsetDelta, int64 timestamp, int32 coordinatorEpoch,
         int64 currentTxnFirstOffset (-1 = no ongoing transaction)
 
-The read path of the gateway does not need snapshots; this module exists so that uploaded
-segments can be verified and produced byte for byte.
+The read path needs one fact from a snapshot: the first offset of the oldest transaction still
+open after the segment (:func:`open_transaction_first`), which gives the remote tier's last
+stable offset (:mod:`gateway.service.stable`).
 """
 
 from __future__ import annotations
@@ -45,6 +46,7 @@ __all__ = [
     "SNAPSHOT_VERSION",
     "ProducerSnapshotEntry",
     "encode_producer_snapshot",
+    "open_transaction_first",
     "parse_producer_snapshot",
 ]
 
@@ -119,6 +121,27 @@ def parse_producer_snapshot(data: BytesLike) -> list[ProducerSnapshotEntry]:
         )
     view = memoryview(buf)[HEADER_SIZE:]
     return [ProducerSnapshotEntry._make(fields) for fields in _ENTRY.iter_unpack(view)]
+
+
+def open_transaction_first(data: BytesLike, end_offset: int) -> int | None:
+    """The first offset of the oldest transaction open in a snapshot taken after offset
+    ``end_offset`` (the smallest ``currentTxnFirstOffset`` >= 0; None: no transaction open, or
+    an empty piece: no snapshot uploaded). :class:`CorruptCheckpointError` for a snapshot that
+    does not parse, or opens a transaction after ``end_offset`` (it cannot be this segment's)."""
+    if not data:
+        return None
+    firsts = [
+        e.current_txn_first_offset
+        for e in parse_producer_snapshot(data)
+        if e.current_txn_first_offset >= 0
+    ]
+    late = [o for o in firsts if o > end_offset]
+    if late:
+        raise CorruptCheckpointError(
+            f"producer snapshot: a transaction opens at offset {late[0]}, after the segment's "
+            f"end offset {end_offset}"
+        )
+    return min(firsts, default=None)
 
 
 def encode_producer_snapshot(entries: Iterable[ProducerSnapshotEntry]) -> bytes:

@@ -1,8 +1,8 @@
 """A read-only Kafka-protocol listener over the service core (issue 19).
 
 ``serve --kafka-listener HOST:PORT`` answers the requests a consumer that assigns partitions
-sends (ApiVersions, Metadata, ListOffsets, Fetch; FindCoordinator and Produce with typed
-errors) from :class:`gateway.service.protocol.Service`, in the same process and event loop as
+sends (ApiVersions, Metadata, ListOffsets, Fetch; the group APIs and DescribeConfigs
+(``groups``), Produce with typed errors) from :class:`gateway.service.protocol.Service`, in the same process and event loop as
 the HTTP API. Like :mod:`gateway.api`, it is a thin layer: every read goes through the service;
 record batches are sent as stored (views of the bytes the fetch read), never re-encoded.
 
@@ -10,6 +10,9 @@ record batches are sent as stored (views of the bytes the fetch read), never re-
 * :mod:`~gateway.listener.codes`: Kafka error codes for the gateway's errors;
 * :mod:`~gateway.listener.fetch`: Fetch, its response encoded here around the batch views;
 * :mod:`~gateway.listener.handlers`: the other APIs and the version table;
+* :mod:`~gateway.listener.groups`: FindCoordinator (the gateway itself), OffsetFetch (no
+  committed offsets), OffsetCommit and group membership refused, DescribeConfigs refused with
+  a message: no group state is kept;
 * :mod:`~gateway.listener.sasl`: SASL/PLAIN (API keys) and SASL/OAUTHBEARER (JWTs), and the
   TLS client certificate, mapped to the HTTP API's principals (its ACLs apply per topic);
 * :mod:`~gateway.listener.metrics`: requests per API key, bytes, connections, SASL outcomes;

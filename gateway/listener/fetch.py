@@ -5,9 +5,11 @@ Semantics (``remote-read-semantics.md`` §7, §8, as :meth:`Service.fetch` imple
 * each partition is read by :meth:`Service.fetch` from its ``fetch_offset`` with
   ``partition_max_bytes`` (at least one whole batch, as the broker's minOneMessage); at
   exactly the remote log end: no records and no error; outside ``[remote start, remote end]``:
-  ``OFFSET_OUT_OF_RANGE``. ``high_watermark`` and ``last_stable_offset`` are the remote log
-  end (the service knows no other stable offset: a read_committed fetch stops before a
-  transaction whose marker is not tiered), ``log_start_offset`` the remote log start;
+  ``OFFSET_OUT_OF_RANGE``. ``high_watermark`` is the remote log end, ``log_start_offset`` the
+  remote log start; ``last_stable_offset`` is, for read_committed, the remote last stable
+  offset (:mod:`gateway.service.stable`: the records end before it, and a fetch at or past it,
+  below the end, answers no records and no error, as a broker's at its LSO), and the remote
+  log end for read_uncommitted (whose clients do not read it);
 * at most :data:`MAX_PARTITIONS` partitions per request (more is a malformed request: the
   connection closes); a (topic, partition) named twice is read and answered once, at its
   first occurrence (as Kafka collapses them); at most :data:`READ_CONCURRENCY` partitions of
@@ -27,7 +29,9 @@ Semantics (``remote-read-semantics.md`` §7, §8, as :meth:`Service.fetch` imple
   past that cap, the partitions still reading answer ``KAFKA_STORAGE_ERROR`` (retriable).
   A partition not ready answers no records, no error and its real bounds (the remote log
   end as ``high_watermark`` and ``last_stable_offset``, the remote log start), from the
-  service's partition bounds, never -1 (clients store them: aiokafka's ``highwater``);
+  service's partition bounds, never -1 (clients store them: aiokafka's ``highwater``); a
+  stable offset too high only delays a read_committed client's end of partition by a fetch,
+  one too low would end it early;
 * a response with nothing to say (every partition at its end, no error) is sent at
   ``max_wait_ms``, as a broker holds it, so consumers at the end do not spin;
 * read_committed: ``aborted_transactions`` from the transaction indexes, as the service
@@ -99,6 +103,7 @@ class PartitionAnswer:
     log_start_offset: int = -1
     aborted: Sequence[AbortedTransaction] | None = None
     records: list[Buffer] = field(default_factory=list)
+    last_stable_offset: int | None = None  # None: the high watermark
 
     @property
     def size(self) -> int:
@@ -159,7 +164,8 @@ def encode_response(
         array(len(partitions))
         for p in partitions:
             out += struct.pack(">ihq", p.partition, p.error, p.high_watermark)
-            out += struct.pack(">q", p.high_watermark)  # last_stable_offset: the remote end
+            lso = p.high_watermark if p.last_stable_offset is None else p.last_stable_offset
+            out += struct.pack(">q", lso)
             if version >= 5:
                 out += struct.pack(">q", p.log_start_offset)
             if p.aborted is None:
@@ -286,9 +292,12 @@ async def _read_one(  # noqa: PLR0917 - one partition's read and its accounting
                 isolation=isolation,
                 deadline=deadline,
             )
-        except TransactionPendingError:
+        except TransactionPendingError as exc:  # at the last stable offset: nothing yet
             reservation.give_back(taken)
-            return answer  # nothing committed to return yet: no records, no error
+            answer.high_watermark = _known(exc.log_end_offset)
+            answer.log_start_offset = _known(exc.log_start_offset)
+            answer.last_stable_offset = exc.last_stable_offset
+            return answer
         except OffsetOutOfRangeError as exc:
             reservation.give_back(taken)
             answer.error = codes.OFFSET_OUT_OF_RANGE
@@ -311,6 +320,7 @@ async def _read_one(  # noqa: PLR0917 - one partition's read and its accounting
             raise
     answer.high_watermark = result.log_end_offset
     answer.log_start_offset = result.log_start_offset
+    answer.last_stable_offset = result.last_stable_offset
     answer.aborted = result.aborted_transactions
     answer.records = [b.data for b in result.batches]
     reservation.give_back(taken - answer.size)  # what the read did not use

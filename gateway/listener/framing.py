@@ -17,7 +17,22 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Final
 
+from kafka.protocol.admin.configs import DescribeConfigsRequest, DescribeConfigsResponse
 from kafka.protocol.consumer.fetch import FetchRequest, FetchResponse
+from kafka.protocol.consumer.group import (
+    HeartbeatRequest,
+    HeartbeatResponse,
+    JoinGroupRequest,
+    JoinGroupResponse,
+    LeaveGroupRequest,
+    LeaveGroupResponse,
+    OffsetCommitRequest,
+    OffsetCommitResponse,
+    OffsetFetchRequest,
+    OffsetFetchResponse,
+    SyncGroupRequest,
+    SyncGroupResponse,
+)
 from kafka.protocol.consumer.offsets import ListOffsetsRequest, ListOffsetsResponse
 from kafka.protocol.metadata.api_versions import ApiVersionsRequest, ApiVersionsResponse
 from kafka.protocol.metadata.find_coordinator import (
@@ -53,6 +68,13 @@ FIND_COORDINATOR: Final = 10
 PRODUCE: Final = 0
 SASL_HANDSHAKE: Final = 17
 SASL_AUTHENTICATE: Final = 36
+OFFSET_COMMIT: Final = 8
+OFFSET_FETCH: Final = 9
+JOIN_GROUP: Final = 11
+HEARTBEAT: Final = 12
+LEAVE_GROUP: Final = 13
+SYNC_GROUP: Final = 14
+DESCRIBE_CONFIGS: Final = 32
 
 MESSAGES: Final[dict[int, tuple[Any, Any]]] = {
     API_VERSIONS: (ApiVersionsRequest, ApiVersionsResponse),
@@ -63,6 +85,13 @@ MESSAGES: Final[dict[int, tuple[Any, Any]]] = {
     PRODUCE: (ProduceRequest, ProduceResponse),
     SASL_HANDSHAKE: (SaslHandshakeRequest, SaslHandshakeResponse),
     SASL_AUTHENTICATE: (SaslAuthenticateRequest, SaslAuthenticateResponse),
+    OFFSET_COMMIT: (OffsetCommitRequest, OffsetCommitResponse),
+    OFFSET_FETCH: (OffsetFetchRequest, OffsetFetchResponse),
+    JOIN_GROUP: (JoinGroupRequest, JoinGroupResponse),
+    HEARTBEAT: (HeartbeatRequest, HeartbeatResponse),
+    LEAVE_GROUP: (LeaveGroupRequest, LeaveGroupResponse),
+    SYNC_GROUP: (SyncGroupRequest, SyncGroupResponse),
+    DESCRIBE_CONFIGS: (DescribeConfigsRequest, DescribeConfigsResponse),
 }
 """API key -> kafka-python's request and response message classes."""
 API_NAMES: Final[dict[int, str]] = {
@@ -74,6 +103,13 @@ API_NAMES: Final[dict[int, str]] = {
     PRODUCE: "Produce",
     SASL_HANDSHAKE: "SaslHandshake",
     SASL_AUTHENTICATE: "SaslAuthenticate",
+    OFFSET_COMMIT: "OffsetCommit",
+    OFFSET_FETCH: "OffsetFetch",
+    JOIN_GROUP: "JoinGroup",
+    HEARTBEAT: "Heartbeat",
+    LEAVE_GROUP: "LeaveGroup",
+    SYNC_GROUP: "SyncGroup",
+    DESCRIBE_CONFIGS: "DescribeConfigs",
 }
 """API key -> Kafka's name of the API (metrics labels, audit lines)."""
 
@@ -118,7 +154,6 @@ class Request:
     body: Any
     principal: str = "User:ANONYMOUS"  # who sent it, as the connection authenticated
     host: str = ""  # the client's address, for host-scoped ACLs
-    librdkafka: bool = False  # the connection's client is librdkafka (its ApiVersions said so)
 
 
 def frame_size(prefix: bytes) -> int:

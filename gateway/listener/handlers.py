@@ -9,17 +9,14 @@
   and no replicas, as clients take the partition count from the list; topic ids; a topic
   not in the bucket: ``UNKNOWN_TOPIC_OR_PARTITION`` (never created); no topics asked (null):
   every topic in the catalog;
-* ListOffsets (1-7): ``-2`` EARLIEST = the remote log start, ``-1`` LATEST = the remote log end
-  (both isolation levels: the service knows no other stable offset), ``-3`` MAX_TIMESTAMP, a
-  timestamp >= 0 = the first offset at or after it (:meth:`Service.list_offsets`);
-* FindCoordinator (0-4): ``GROUP_AUTHORIZATION_FAILED`` with :data:`GROUPS_UNSUPPORTED` as
-  its message (v1+): there are no consumer groups here, and Java, kafka-python and aiokafka
-  treat that code as fatal (a retriable one made group consumers retry quietly forever);
-  they ask only for a group, never when they ``assign()`` partitions. librdkafka (its
-  ApiVersions names it) asks for every consumer with a ``group.id``, which confluent-kafka
-  requires, and hands any non-retriable answer to ``poll()`` as an error, so it gets
-  ``COORDINATOR_NOT_AVAILABLE`` (retriable) with the same message: its ``assign()``
-  consumers read undisturbed, its ``subscribe()`` consumers wait without partitions;
+* ListOffsets (1-7): ``-2`` EARLIEST = the remote log start, ``-1`` LATEST = the last fetchable
+  offset (the remote log end; with ``isolation_level`` 1, read_committed, the remote last
+  stable offset), ``-3`` MAX_TIMESTAMP, a timestamp >= 0 = the first offset at or after it,
+  none (-1) when that is at or past the last fetchable offset (:meth:`Service.list_offsets`);
+* FindCoordinator (0-4), OffsetFetch (1-9), OffsetCommit (2-9), JoinGroup (0-9), SyncGroup
+  (0-5), Heartbeat (0-4), LeaveGroup (0-5), DescribeConfigs (1-4):
+  :mod:`gateway.listener.groups` (the gateway is the group coordinator of a group with no
+  committed offsets; membership, commits and configs are refused with typed errors);
 * Produce (3-9): every partition ``INVALID_REQUEST`` with the message that this is a read-only
   history listener; acks=0 (no answer expected): the connection is closed, as Kafka does
   when such a produce fails;
@@ -39,19 +36,26 @@ from collections.abc import Awaitable, Callable
 from typing import Any, Final
 
 from gateway.errors import GatewayError
-from gateway.listener import codes
+from gateway.listener import codes, groups
 from gateway.listener.context import NODE_ID, Context
 from gateway.listener.fetch import fetch
 from gateway.listener.framing import (
     API_VERSIONS,
+    DESCRIBE_CONFIGS,
     FETCH,
     FIND_COORDINATOR,
+    HEARTBEAT,
+    JOIN_GROUP,
+    LEAVE_GROUP,
     LIST_OFFSETS,
     MESSAGES,
     METADATA,
+    OFFSET_COMMIT,
+    OFFSET_FETCH,
     PRODUCE,
     SASL_AUTHENTICATE,
     SASL_HANDSHAKE,
+    SYNC_GROUP,
     Reply,
     Request,
     array,
@@ -60,6 +64,7 @@ from gateway.listener.framing import (
 )
 from gateway.security.acl import Operation
 from gateway.service.protocol import OffsetSpec
+from gateway.service.types import IsolationLevel
 
 log = logging.getLogger(__name__)
 
@@ -68,13 +73,22 @@ VERSIONS: Final[dict[int, tuple[int, int]]] = {
     FETCH: (4, 12),
     LIST_OFFSETS: (1, 7),
     METADATA: (1, 12),
+    OFFSET_COMMIT: (2, 9),
+    OFFSET_FETCH: (1, 9),
     FIND_COORDINATOR: (0, 4),
+    JOIN_GROUP: (0, 9),
+    HEARTBEAT: (0, 4),
+    LEAVE_GROUP: (0, 5),
+    SYNC_GROUP: (0, 5),
     API_VERSIONS: (0, 3),
     SASL_HANDSHAKE: (0, 1),
     SASL_AUTHENTICATE: (0, 2),
+    DESCRIBE_CONFIGS: (1, 4),
 }
 """API key -> the versions served. Fetch from 4 (isolation levels, aborted transactions), to 12
-(v13 names topics by id); ListOffsets to 7 (MAX_TIMESTAMP)."""
+(v13 names topics by id); ListOffsets to 7 (MAX_TIMESTAMP); OffsetFetch and OffsetCommit to 9
+(v10 names topics by id); FindCoordinator to 4 (v5+ adds share groups). Every version listed
+is one kafka-python's schemas decode and ``tests/unit/listener`` asks."""
 
 CLUSTER_ID: Final = "tiered-gateway"
 READ_ONLY: Final = (
@@ -246,6 +260,8 @@ async def list_offsets(ctx: Context, request: Request) -> Reply:
     topic_class = response_class.ListOffsetsTopicResponse
     partition_class = topic_class.ListOffsetsPartitionResponse
     deadline = ctx.deadline()
+    committed = request.api_version >= 2 and request.body.isolation_level == 1
+    isolation = IsolationLevel.READ_COMMITTED if committed else IsolationLevel.READ_UNCOMMITTED
     topics = []
     error = codes.NONE
     for t in array(request.body.topics, "topics"):
@@ -267,7 +283,9 @@ async def list_offsets(ctx: Context, request: Request) -> Reply:
                 answer.error_code = codes.INVALID_REQUEST  # -4, -5: not served here
             else:
                 try:
-                    found = await ctx.service.list_offsets(topic, p.partition_index, spec, deadline)
+                    found = await ctx.service.list_offsets(
+                        topic, p.partition_index, spec, deadline, isolation=isolation
+                    )
                 except GatewayError as exc:
                     answer.error_code = codes.error_code(exc)
                     log.info("list offsets of %s-%d (%s): error %d: %s", topic,
@@ -281,50 +299,6 @@ async def list_offsets(ctx: Context, request: Request) -> Reply:
     body = response_class(throttle_time_ms=0, topics=topics)
     one = topics[0].name if len({t.name for t in topics}) == 1 else None
     return Reply([frame(body, request.correlation_id)], error=error, topic=one)
-
-
-GROUPS_CODE: Final = codes.GROUP_AUTHORIZATION_FAILED
-"""FindCoordinator's answer: a code Java, kafka-python and aiokafka treat as fatal."""
-GROUPS_UNSUPPORTED: Final = (
-    "consumer groups are not supported by a read-only Kafka history listener (no group "
-    "coordinator, no committed offsets): assign() partitions and seek() instead of subscribe()"
-)
-
-
-async def find_coordinator(ctx: Context, request: Request) -> Reply:
-    response_class = _response(request)
-    message = GROUPS_UNSUPPORTED
-    # librdkafka looks up the coordinator for every consumer with a group.id (which
-    # confluent-kafka requires), assign()-only ones included, and hands a non-retriable
-    # answer to poll() as an error: it gets the retriable code; the others ask only for a
-    # group (subscribe(), commits), which must fail at once.
-    code = codes.COORDINATOR_NOT_AVAILABLE if request.librdkafka else GROUPS_CODE
-    body = request.body
-    if request.api_version >= 4:
-        keys = array(body.coordinator_keys, "coordinator_keys")
-    else:
-        keys = [name(body.key, "the key")]
-    coordinators = [
-        response_class.Coordinator(
-            key=key,
-            node_id=-1,
-            host="",
-            port=-1,
-            error_code=code,
-            error_message=message,
-        )
-        for key in keys
-    ]
-    response = response_class(
-        throttle_time_ms=0,
-        error_code=code,
-        error_message=message,
-        node_id=-1,
-        host="",
-        port=-1,
-        coordinators=coordinators,
-    )
-    return Reply([frame(response, request.correlation_id)], error=code)
 
 
 async def produce(ctx: Context, request: Request) -> Reply | None:
@@ -362,6 +336,13 @@ HANDLERS: Final[dict[int, Handler]] = {
     METADATA: metadata,
     LIST_OFFSETS: list_offsets,
     FETCH: fetch,
-    FIND_COORDINATOR: find_coordinator,
+    FIND_COORDINATOR: groups.find_coordinator,
+    OFFSET_FETCH: groups.offset_fetch,
+    OFFSET_COMMIT: groups.offset_commit,
+    JOIN_GROUP: groups.join_group,
+    SYNC_GROUP: groups.sync_group,
+    HEARTBEAT: groups.heartbeat,
+    LEAVE_GROUP: groups.leave_group,
+    DESCRIBE_CONFIGS: groups.describe_configs,
     PRODUCE: produce,
 }

@@ -88,7 +88,6 @@ class Session:
     mechanism: str | None = None  # chosen by a SaslHandshake, until its token came
     raw_token_next: bool = False  # after a v0 handshake: the next frame is a bare token
     sasl_done: bool = False  # a SASL exchange succeeded (no second one: no KIP-368)
-    librdkafka: bool = False  # ApiVersions v3+ named librdkafka or a wrapper of it (KIP-511)
 
     @property
     def authenticated(self) -> bool:

@@ -18,8 +18,14 @@ authenticated, a request other than ApiVersions and SASL closes it. Each answer 
 ListOffsets, Fetch) gets an audit line when ``audit_log`` is set.
 
 :func:`check_listener` refuses what ``serve`` refuses for HTTP: a non-loopback address with no
-authentication configured (unless ``allow_anonymous``); and more than one worker process
-(each would be a separate listener on the same port).
+authentication configured (unless ``allow_anonymous``).
+
+With ``serve --workers N`` (:mod:`gateway.commands.workers`) the listener follows the HTTP
+model: the supervisor binds its sockets (:func:`bind_listener`), every worker inherits them and
+serves them (``listening(..., sockets=...)``), and the kernel hands each connection to one of
+the workers blocked in ``accept``. The port advertised is the one bound (the same in every
+worker, port 0 included); ``max_connections`` is then each worker's share
+(:meth:`~gateway.config.Settings.per_worker`), as for its HTTP connections.
 """
 
 from __future__ import annotations
@@ -30,10 +36,12 @@ import dataclasses
 import ipaddress
 import itertools
 import logging
+import os
+import socket
 import ssl
 import time
-from collections.abc import AsyncIterator
-from typing import Any, Final
+from collections.abc import AsyncIterator, Sequence
+from typing import Final
 
 from prometheus_client.registry import Collector
 
@@ -56,6 +64,11 @@ IDLE_TIMEOUT_S: Final = 600.0
 FRAME_TIMEOUT_S: Final = 30.0
 """The time a client has to send the rest of a frame it began."""
 TLS_HANDSHAKE_TIMEOUT_S: Final = 30.0
+CLOSE_TIMEOUT_S: Final = 5.0
+"""The time a connection closed while the listener serves has to flush its last bytes and,
+over TLS, for the client to answer the close_notify; then it is dropped. Once the listener is
+closing (SIGTERM), connections are dropped at once: a TLS client that never answers would
+otherwise hold the worker's shutdown for asyncio's 30 s TLS shutdown timeout."""
 _DRAIN_AT: Final = 256 * 1024
 _AUDITED: Final = frozenset({framing.METADATA, framing.LIST_OFFSETS, framing.FETCH})
 _SASL_KEYS: Final = frozenset({-1, framing.SASL_HANDSHAKE, framing.SASL_AUTHENTICATE})
@@ -73,7 +86,7 @@ def is_loopback(host: str) -> bool:
 def check_listener(settings: Settings) -> None:
     """Raise :class:`ConfigurationError` for a Kafka listener ``serve`` does not start: off
     loopback with no authentication (the rule of :func:`gateway.security.startup.check_start`
-    for HTTP), or with several worker processes."""
+    for HTTP), or on a wildcard address with no advertised address."""
     if settings.kafka_listener is None:
         return
     host, _ = parse_listener(settings.kafka_listener)
@@ -85,10 +98,6 @@ def check_listener(settings: Settings) -> None:
             "tls_client_ca, with an acl_file), listen on a loopback address only (e.g. "
             "127.0.0.1:9092), or say that anonymous reads are meant with --allow-anonymous"
         )
-    if settings.workers > 1:
-        raise ConfigurationError(
-            "kafka_listener needs one process: serve with --workers 1 (TIERED_GATEWAY_WORKERS=1)"
-        )
     wildcard = host in ("0.0.0.0", "::", "")
     if wildcard and settings.kafka_advertised_listener is None:
         raise ConfigurationError(
@@ -96,14 +105,6 @@ def check_listener(settings: Settings) -> None:
             "clients connect to with --kafka-advertised-listener (Metadata answers name it, "
             "and a client told to connect to 0.0.0.0 cannot)"
         )
-
-
-def is_librdkafka(api_versions: Any) -> bool:
-    """Whether an ApiVersions v3+ request comes from librdkafka or a wrapper of it (KIP-511's
-    client software name and version: "librdkafka", or e.g. confluent-kafka-python's
-    "2.16.1-rdkafka-2.16.0"). FindCoordinator's answer depends on it."""
-    software = f"{api_versions.client_software_name} {api_versions.client_software_version}"
-    return "rdkafka" in software.lower()
 
 
 def open_session(access: Access) -> sasl.Session:
@@ -132,12 +133,8 @@ async def answer(
         return sasl.handshake(ctx.settings, session, request)
     if key == framing.SASL_AUTHENTICATE:
         return await sasl.authenticate(ctx.access, session, request)
-    if key == framing.API_VERSIONS and version >= 3:
-        session.librdkafka = is_librdkafka(request.body)
     if session.principal is not None:  # else ApiVersions, which needs no principal
         request = dataclasses.replace(request, principal=session.principal, host=session.host)
-    if session.librdkafka:
-        request = dataclasses.replace(request, librdkafka=True)
     return await HANDLERS[request.api_key](ctx, request)
 
 
@@ -159,6 +156,37 @@ def server_tls(settings: Settings) -> ssl.SSLContext | None:
     return context
 
 
+def bind_listener(settings: Settings, backlog: int) -> list[socket.socket]:
+    """The listening sockets of ``kafka_listener``, bound by the supervisor of ``serve
+    --workers N`` for its workers to inherit (inheritable, listening with ``backlog``): one per
+    address its host resolves to, as :func:`asyncio.start_server` binds them (IPv6 ones
+    IPv6-only), all on the same port (with port 0: the one the first took). Raises
+    :class:`OSError` (:class:`socket.gaierror` included) when the host does not resolve or an
+    address cannot be bound."""
+    if settings.kafka_listener is None:
+        raise ConfigurationError("bind_listener: no kafka_listener configured")
+    host, port = parse_listener(settings.kafka_listener)
+    infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+    addresses = list(dict.fromkeys((family, address) for family, _, _, _, address in infos))
+    sockets: list[socket.socket] = []
+    try:
+        for family, address in addresses:
+            sock = socket.socket(family, socket.SOCK_STREAM)
+            sockets.append(sock)
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            if family == socket.AF_INET6:
+                sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
+            taken = sockets[0].getsockname()[1] if len(sockets) > 1 else port
+            sock.bind((address[0], taken, *address[2:]))
+            sock.listen(backlog)
+            sock.set_inheritable(True)
+    except OSError:
+        for sock in sockets:
+            sock.close()
+        raise
+    return sockets
+
+
 class KafkaListener:
     """The server; :meth:`start`, then :meth:`close`."""
 
@@ -173,6 +201,7 @@ class KafkaListener:
         metrics: ListenerMetrics | None = None,
         audit: AuditLog | None = None,
         bind_port: int | None = None,
+        sockets: Sequence[socket.socket] = (),
     ) -> None:
         self.ctx = ctx
         self.metrics = metrics if metrics is not None else ListenerMetrics()
@@ -183,7 +212,9 @@ class KafkaListener:
         self._bind_host = bind_host
         self._max_connections = max_connections
         self._connections: set[asyncio.Task[None]] = set()
-        self._server: asyncio.Server | None = None
+        self._sockets = tuple(sockets)
+        self._servers: list[asyncio.Server] = []
+        self._closing = False
         self.port = ctx.port if bind_port is None else bind_port  # the one bound, once started
 
     @property
@@ -192,27 +223,38 @@ class KafkaListener:
         return len(self._connections)
 
     async def start(self) -> None:
-        handshake = TLS_HANDSHAKE_TIMEOUT_S if self._tls is not None else None
-        self._server = await asyncio.start_server(
-            self._connected,
-            self._bind_host,
-            self.port,
-            reuse_address=True,
-            ssl=self._tls,
-            ssl_handshake_timeout=handshake,
-        )
-        self.port = self._server.sockets[0].getsockname()[1]
-        log.info("Kafka listener on %s:%d", self._bind_host, self.port)
+        """Accept connections: on ``sockets`` when given (already bound and listening, e.g.
+        inherited from the supervisor of ``serve --workers N``; ``bind_host`` and
+        ``bind_port`` then only name them), else on a socket bound to ``bind_host`` and
+        ``bind_port``. :attr:`port` is then the port bound."""
+        tls, handshake = self._tls, TLS_HANDSHAKE_TIMEOUT_S if self._tls is not None else None
+        if self._sockets:
+            for sock in self._sockets:
+                server = await asyncio.start_server(
+                    self._connected, sock=sock, ssl=tls, ssl_handshake_timeout=handshake
+                )
+                self._servers.append(server)
+            shared = f" (pid {os.getpid()}, on sockets shared by the workers)"
+        else:
+            server = await asyncio.start_server(
+                self._connected, self._bind_host, self.port, reuse_address=True,
+                ssl=tls, ssl_handshake_timeout=handshake,
+            )  # fmt: skip
+            self._servers.append(server)
+            shared = ""
+        self.port = self._servers[0].sockets[0].getsockname()[1]
+        log.info("Kafka listener on %s:%d%s", self._bind_host, self.port, shared)
 
     async def close(self) -> None:
-        if self._server is not None:
-            self._server.close()
+        self._closing = True
+        for server in self._servers:
+            server.close()
         for task in list(self._connections):
             task.cancel()
         if self._connections:
             await asyncio.gather(*self._connections, return_exceptions=True)
-        if self._server is not None:
-            await self._server.wait_closed()
+        for server in self._servers:
+            await server.wait_closed()
 
     async def _connected(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         peer = writer.get_extra_info("peername")
@@ -249,8 +291,10 @@ class KafkaListener:
             self.metrics.connections.dec()
             self._connections.discard(task)
             writer.close()
-            with contextlib.suppress(Exception):
-                await writer.wait_closed()
+            if not self._closing:  # else cancelled by close(): no wait
+                with contextlib.suppress(Exception, asyncio.CancelledError):
+                    await asyncio.wait_for(writer.wait_closed(), CLOSE_TIMEOUT_S)
+            writer.transport.abort()  # a no-op once closed; else what is left is dropped
 
     async def _serve(
         self,
@@ -358,10 +402,14 @@ async def listening(  # noqa: PLR0917 - gateway.api.app.Companion's positional c
     access: Access,
     audit: AuditLog | None,
     collectors: list[Collector],
+    *,
+    sockets: Sequence[socket.socket] = (),
 ) -> AsyncIterator[KafkaListener | None]:
     """The Kafka listener of ``settings`` (none when ``kafka_listener`` is not set), serving
     ``service`` for the block with the HTTP API's access rules and audit log; its metrics join
-    ``collectors`` (what ``/metrics`` shows) while it runs."""
+    ``collectors`` (what ``/metrics`` shows) while it runs. ``sockets``: those of
+    :func:`bind_listener`, already bound (a worker of ``serve --workers N``), which it serves
+    instead of binding its own; the port advertised (with port 0) is theirs."""
     if settings.kafka_listener is None:
         yield None
         return
@@ -370,9 +418,8 @@ async def listening(  # noqa: PLR0917 - gateway.api.app.Companion's positional c
     advertised = settings.kafka_advertised_listener
     shown_host, shown_port = (host, port) if advertised is None else parse_listener(advertised)
     ctx = Context(service, settings, budget, shown_host, shown_port, access)
-    listener = KafkaListener(
-        ctx, host, settings.max_connections, tls=server_tls(settings), audit=audit, bind_port=port
-    )
+    listener = KafkaListener(ctx, host, settings.max_connections, tls=server_tls(settings),
+                             audit=audit, bind_port=port, sockets=sockets)  # fmt: skip
     await listener.start()
     if shown_port == 0:  # advertise the port taken
         listener.ctx = dataclasses.replace(listener.ctx, port=listener.port)

@@ -325,6 +325,26 @@ class SegmentReader:
         loop = asyncio.get_running_loop()
         return await loop.run_in_executor(self._executor, split_indexes, data, segment)
 
+    async def read_index_piece(
+        self, segment: RemoteSegment, kind: IndexType, deadline: Deadline
+    ) -> bytes | None:
+        """One piece of the ``.indexes`` object from a GET of its own range, detransformed
+        (``None`` when the segment has none): the producer snapshot of a partition's last
+        segment, without the other four pieces."""
+        piece = segment.manifest.segment_indexes[kind]
+        if piece is None:
+            return None
+        if piece.size == 0:
+            return b""
+        key = segment.key.with_suffix(Suffix.INDEXES).key
+        data = await self._get(key, piece.position, piece.end, deadline)
+        if segment.transform.encryption is None:  # pieces are never compressed
+            return data
+        loop = asyncio.get_running_loop()  # AES-GCM: off the loop
+        return await loop.run_in_executor(
+            self._executor, detransform_index_piece, data, segment.transform
+        )
+
 
 def indexes_end(segment: RemoteSegment) -> int:
     """How many bytes of the ``.indexes`` object hold the five pieces."""

@@ -6,7 +6,10 @@ walking transaction indexes from the first segment read onwards until one search
 segments whose transaction index is empty are skipped without a GET (KAFKA-16780), and the end
 of the remote tier counts as complete.
 
-Then the proof (:mod:`gateway.read.txn`): transactions still open where the response ends are
+The reads are first cut before the remote last stable offset (:mod:`gateway.service.stable`),
+as a broker reads read_committed fetches up to its LSO: the transaction open at the remote tail
+is then never followed to the end of the tier at every fetch. Then the proof
+(:mod:`gateway.read.txn`): transactions still open where the response ends are
 followed to their COMMIT or ABORT markers, and every transactional batch returned must get the
 same verdict from the transaction index as from its marker. A transaction whose marker is not
 in the remote tier yet ends the response before its first batch.
@@ -24,6 +27,7 @@ from gateway.read.framing import SegmentFramer
 from gateway.read.txn import MarkerLedger, check_verdicts
 from gateway.service.fetch import MIN_WINDOW, Fetcher, SegmentRead, segment_bounds
 from gateway.service.locate import held, read_inline, resolve
+from gateway.service.stable import StableBounds
 from gateway.service.types import AbortedTransaction, FetchedBatches
 
 
@@ -73,11 +77,22 @@ def _skip_empty(
 
 
 async def committed(
-    fetcher: Fetcher, tp: TopicIdPartition, reads: list[SegmentRead], deadline: Deadline
+    fetcher: Fetcher,
+    tp: TopicIdPartition,
+    reads: list[SegmentRead],
+    deadline: Deadline,
+    stable: StableBounds,
 ) -> tuple[list[SegmentRead], list[AbortedTransaction], int | None]:
-    """read_committed, proven: the aborted transactions of ``reads`` (§8) checked against the
-    control records. Returns the reads (cut before a transaction whose marker is not tiered
-    yet), their aborted transactions, and the new next offset (``None`` when not cut)."""
+    """read_committed, proven: ``reads`` cut before the last stable offset (as a broker reads
+    up to its LSO), their aborted transactions (§8) checked against the control records.
+    Returns the reads (also cut before a transaction whose marker is not tiered yet), their
+    aborted transactions, and the new next offset (``None`` when not cut)."""
+    new_next = None
+    if reads and reads[-1].last_offset >= stable.stable:
+        reads = _cut_before(reads, stable.stable)
+        new_next = stable.stable
+        if not reads:
+            raise pending_error(tp, stable.stable, stable)
     aborted = await aborted_transactions(fetcher, tp, reads, deadline)
     ledger = MarkerLedger()
     batches = [b for r in reads for b in r.batches]
@@ -86,20 +101,30 @@ async def committed(
     if ledger.open_producers:
         await _follow_markers(fetcher, tp, reads[-1], ledger, deadline)
     cut = ledger.unresolved()
-    new_next = None
     if cut is not None:
         reads = _cut_before(reads, cut)
         if not reads:
-            raise TransactionPendingError(
-                f"{tp.topic}-{tp.partition}: the transaction starting at offset {cut} has no "
-                "COMMIT or ABORT marker in the remote tier yet; read_committed cannot return it "
-                "before its marker is tiered"
-            )
+            raise pending_error(tp, cut, stable)
         new_next = cut
         batches = [b for b in batches if b.base_offset < cut]
         aborted = await aborted_transactions(fetcher, tp, reads, deadline)
     check_verdicts(batches, aborted, ledger)
     return reads, aborted, new_next
+
+
+def pending_error(
+    tp: TopicIdPartition, offset: int, bounds: StableBounds
+) -> TransactionPendingError:
+    """read_committed stops at ``offset``, the first offset of a transaction not decided in
+    the remote tier: the typed error, with the partition's bounds."""
+    return TransactionPendingError(
+        f"{tp.topic}-{tp.partition}: the transaction starting at offset {offset} has no "
+        "COMMIT or ABORT marker in the remote tier yet; read_committed cannot return it "
+        "before its marker is tiered",
+        log_start_offset=bounds.start,
+        log_end_offset=bounds.end,
+        last_stable_offset=bounds.stable,
+    )
 
 
 async def _follow_markers(

@@ -7,6 +7,7 @@ pool, bucket scanner) by :func:`gateway.service.open.open_service`, which owns a
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import uuid
 from collections.abc import Sequence
@@ -27,14 +28,15 @@ from gateway.metadata.manifests import UnreadableSegment
 from gateway.metadata.model import RemoteLogSegmentMetadata, TopicIdPartition
 from gateway.metadata.scan import BucketScanner
 from gateway.remote.reader import SegmentReader
-from gateway.service.committed import committed
+from gateway.service.committed import committed, pending_error
 from gateway.service.fetch import Fetcher, SegmentVanishedError, to_batches
 from gateway.service.listing import segment_infos
 from gateway.service.locate import read_inline, remote_bounds
 from gateway.service.metrics import CoreCollector
-from gateway.service.offsets import OffsetFinder
+from gateway.service.offsets import NOT_FOUND, OffsetFinder
 from gateway.service.protocol import OffsetSpec
 from gateway.service.records import decode_records
+from gateway.service.stable import stable_bounds
 from gateway.service.types import (
     FetchedRecord,
     FetchResult,
@@ -227,6 +229,11 @@ class GatewayService:
         if max_bytes <= 0:
             raise InvalidRequestError(f"max_bytes {max_bytes} must be positive", "max_bytes")
         tp = await self._tp(topic, partition)
+        stable = None
+        if isolation is IsolationLevel.READ_COMMITTED:  # a broker reads up to its LSO
+            stable = await stable_bounds(self.rlmm, self.source, tp, deadline)
+            if stable.stable <= offset < stable.end:
+                raise pending_error(tp, stable.stable, stable)
         try:
             reads, next_offset = await self._fetcher.fetch(tp, offset, max_bytes, deadline)
         except SegmentVanishedError as exc:
@@ -245,20 +252,26 @@ class GatewayService:
             )
             reads, next_offset = await self._fetcher.fetch(tp, offset, max_bytes, deadline)
         aborted = None
-        if isolation is IsolationLevel.READ_COMMITTED and reads:
-            reads, found, cut = await committed(self._fetcher, tp, reads, deadline)
+        if stable is not None:
+            reads, found, cut = await committed(self._fetcher, tp, reads, deadline, stable)
             aborted = tuple(found)
             if cut is not None:
                 next_offset = cut
-        elif isolation is IsolationLevel.READ_COMMITTED:
-            aborted = ()
         start, end = await read_inline(self.rlmm, remote_bounds, self.rlmm, tp)
         await self._fetcher.check_tail(tp, end, deadline)
         # The answer carries the log's bounds: unknown while a manifest before or after the
         # readable segments cannot be read (a shorter log would end a consumer's walk early).
         self._offsets.claim_outside(tp, start, end)
         return FetchResult(
-            tp.topic, tp.topic_id, tp.partition, to_batches(reads), next_offset, start, end, aborted
+            tp.topic,
+            tp.topic_id,
+            tp.partition,
+            to_batches(reads),
+            next_offset,
+            start,
+            end,
+            aborted,
+            None if stable is None else min(stable.stable, end),
         )
 
     async def _forget(self, meta: RemoteLogSegmentMetadata, deadline: Deadline) -> None:
@@ -283,24 +296,41 @@ class GatewayService:
         )
 
     async def list_offsets(
-        self, topic: str, partition: int, spec: OffsetSpec, deadline: Deadline
+        self,
+        topic: str,
+        partition: int,
+        spec: OffsetSpec,
+        deadline: Deadline,
+        *,
+        isolation: IsolationLevel = IsolationLevel.READ_UNCOMMITTED,
     ) -> OffsetResult:
         tp = await self._tp(topic, partition)
         finder = self._offsets
         if spec == "earliest":
             return await asyncio.to_thread(finder.earliest, tp)
+        committed_ = isolation is IsolationLevel.READ_COMMITTED
         if spec == "latest":
             _, end = await read_inline(self.rlmm, remote_bounds, self.rlmm, tp)
             await self._fetcher.check_tail(tp, end, deadline)
-            return await asyncio.to_thread(finder.latest, tp)
+            latest = await asyncio.to_thread(finder.latest, tp)
+            if not committed_:
+                return latest
+            stable = await stable_bounds(self.rlmm, self.source, tp, deadline)
+            return dataclasses.replace(latest, offset=min(latest.offset, stable.stable))
         if spec == "max_timestamp":
-            return await finder.max_timestamp(tp, deadline)
-        if isinstance(spec, bool) or not isinstance(spec, int) or spec < 0:
+            found = await finder.max_timestamp(tp, deadline)
+        elif isinstance(spec, bool) or not isinstance(spec, int) or spec < 0:
             raise InvalidRequestError(
                 f"timestamp {spec!r}: a time in ms >= 0, earliest, latest or max_timestamp",
                 "timestamp",
             )
-        return await finder.for_timestamp(tp, spec, deadline)
+        else:
+            found = await finder.for_timestamp(tp, spec, deadline)
+        if committed_ and found.offset >= 0:  # past the last fetchable offset: none (§12.2)
+            stable = await stable_bounds(self.rlmm, self.source, tp, deadline)
+            if found.offset >= stable.stable:
+                return NOT_FOUND
+        return found
 
     async def catalog_topics(self) -> frozenset[str]:
         """The topic names of the catalog as of the last completed scan (none before it);

@@ -72,7 +72,9 @@ class Service(Protocol):
         deadline: Deadline,
     ) -> FetchResult:
         """Whole batches from the first one whose last offset is >= ``offset``, at least one
-        batch, continuing into following segments while ``max_bytes`` allows."""
+        batch, continuing into following segments while ``max_bytes`` allows. read_committed
+        reads up to the remote last stable offset (``last_stable_offset`` of the result); at
+        or past it, below the end: ``TransactionPendingError`` carrying the bounds."""
         ...
 
     async def decode(
@@ -83,8 +85,19 @@ class Service(Protocol):
         ...
 
     async def list_offsets(
-        self, topic: str, partition: int, spec: OffsetSpec, deadline: Deadline
-    ) -> OffsetResult: ...
+        self,
+        topic: str,
+        partition: int,
+        spec: OffsetSpec,
+        deadline: Deadline,
+        *,
+        isolation: IsolationLevel = IsolationLevel.READ_UNCOMMITTED,
+    ) -> OffsetResult:
+        """``earliest``, ``latest`` (the last fetchable offset: the remote end, or for
+        read_committed the remote last stable offset), ``max_timestamp`` or the first offset
+        at or after a timestamp; for read_committed, a match at or past the last stable offset
+        is none (-1), as a broker answers."""
+        ...
 
     async def catalog_topics(self) -> frozenset[str]:
         """The topic names in the catalog as of the last completed scan (none before it)."""

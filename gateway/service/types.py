@@ -88,6 +88,8 @@ class FetchResult:
     log_start_offset: int
     log_end_offset: int  # one past the highest remote offset
     aborted_transactions: tuple[AbortedTransaction, ...] | None  # None: read_uncommitted
+    # read_committed: the remote last stable offset (the batches end before it); else None
+    last_stable_offset: int | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -21,8 +21,8 @@ from __future__ import annotations
 
 import functools
 
-from gateway.errors import CorruptCheckpointError, CorruptDataError, add_context
-from gateway.kafka.producer_snapshot import parse_producer_snapshot
+from gateway.errors import CorruptDataError, add_context
+from gateway.kafka.producer_snapshot import open_transaction_first
 from gateway.metadata.manager import RemoteLogMetadataManager
 from gateway.metadata.model import TopicIdPartition
 from gateway.remote.keys import Suffix
@@ -58,20 +58,7 @@ def _open_txn_first(
     ctx = ReadContext(store, key_prefix, key_pairs, False, IsolationLevel.READ_COMMITTED, 1)
     segment = open_segment(ctx, ref)
     data = sync_reader(ctx).read_index_piece(segment, IndexType.PRODUCER_SNAPSHOT)
-    if not data:
-        return None
-    where = segment.key.with_suffix(Suffix.INDEXES).key
     try:
-        entries = parse_producer_snapshot(data)
-        open_firsts = [
-            e.current_txn_first_offset for e in entries if e.current_txn_first_offset >= 0
-        ]
-        late = [o for o in open_firsts if o > ref.end_offset]
-        if late:
-            raise CorruptCheckpointError(
-                f"producer snapshot: a transaction opens at offset {late[0]}, after the "
-                f"segment's end offset {ref.end_offset}"
-            )
+        return open_transaction_first(data or b"", ref.end_offset)
     except CorruptDataError as exc:
-        raise add_context(exc, where) from exc
-    return min(open_firsts, default=None)
+        raise add_context(exc, segment.key.with_suffix(Suffix.INDEXES).key) from exc

@@ -124,9 +124,19 @@ class WrittenPartition:
     stamps: list[Stamp] = field(default_factory=list)
     next_offset: int = 0
     segments: int = 0
+    open_from: int | None = None  # the first offset of a transaction left open at the end
 
     def committed(self) -> list[Written]:
         return [r for r in self.records if not r.aborted]
+
+    @property
+    def last_stable_offset(self) -> int:
+        """Where read_committed stops: the open transaction's first offset, else the end."""
+        return self.next_offset if self.open_from is None else self.open_from
+
+    def stable(self) -> list[Written]:
+        """What read_committed returns: the committed records before the last stable offset."""
+        return [r for r in self.committed() if r.offset < self.last_stable_offset]
 
 
 @dataclass(frozen=True, slots=True)
@@ -255,6 +265,8 @@ def _fill(
         ts += 1000
     out.roll()
     written.next_offset = out.writer.next_offset
+    if open_txn:  # more batches than the default shape: the log ends inside a transaction
+        written.open_from = written.records[open_txn[0]].offset
 
 
 def _uploads(

@@ -32,11 +32,11 @@ from kafka import TopicPartition as KTopicPartition
 from gateway.storage.filesystem import FilesystemStore
 from tests.integration.independent_bucket import (
     IndependentBucket,
-    Written,
     WrittenPartition,
     upload_all,
     write_independent_bucket,
 )
+from tests.integration.kafka_clients import client_record, rd_record, want
 from tests.integration.serve import stop
 
 READ_LIMIT_S: Final = 120.0  # a guard against a consumer that never reaches the end
@@ -116,9 +116,7 @@ def listener(bucket: IndependentBucket, tmp_path_factory: pytest.TempPathFactory
         stop(proc)
 
 
-def _want(w: Written) -> tuple[Any, ...]:
-    headers = tuple((k, v) for k, v in w.headers)
-    return (w.offset, w.timestamp, 1 if w.log_append_time else 0, w.key, w.value, headers)
+_want = want  # the name the other listener tests import
 
 
 def _expected(written: WrittenPartition, isolation: str) -> list[tuple[Any, ...]]:
@@ -154,8 +152,7 @@ def _kafka_python_read(
         while consumer.position(tp) < written.next_offset:
             _guard(start, f"kafka-python {written.topic}-{written.partition}")
             for r in consumer.poll(timeout_ms=500).get(tp, []):
-                headers = tuple((k, v) for k, v in r.headers)
-                got.append((r.offset, r.timestamp, r.timestamp_type, r.key, r.value, headers))
+                got.append(client_record(r))
         assert consumer.position(tp) == written.next_offset
         return got
     finally:
@@ -197,11 +194,7 @@ def test_kafka_python_reads_every_partition_at_once_sharing_fetch_max_bytes(
         while any(consumer.position(tp) < end for tp, end in ends.items()):
             _guard(start, "kafka-python, every partition")
             for tp, records in consumer.poll(timeout_ms=500).items():
-                got[tp] += [
-                    (r.offset, r.timestamp, r.timestamp_type, r.key, r.value,
-                     tuple((k, v) for k, v in r.headers))
-                    for r in records
-                ]  # fmt: skip
+                got[tp] += [client_record(r) for r in records]
         for w in bucket.partitions.values():
             tp = KTopicPartition(w.topic, w.partition)
             assert got[tp] == _expected(w, isolation), tp
@@ -274,8 +267,7 @@ async def _aiokafka_read(
             _guard(start, f"aiokafka {written.topic}-{written.partition}")
             batch = await consumer.getmany(tp, timeout_ms=500)
             for r in batch.get(tp, []):
-                headers = tuple((k, v) for k, v in r.headers)
-                got.append((r.offset, r.timestamp, r.timestamp_type, r.key, r.value, headers))
+                got.append(client_record(r))
         assert await consumer.position(tp) == written.next_offset
         return got
     finally:
@@ -330,11 +322,7 @@ def _confluent_read(
                 if message.error().code() == confluent_kafka.KafkaError._PARTITION_EOF:
                     continue
                 raise AssertionError(f"confluent-kafka: {message.error()}")
-            kind, ts = message.timestamp()
-            log_append = kind == confluent_kafka.TIMESTAMP_LOG_APPEND_TIME
-            headers = tuple((k, v) for k, v in message.headers() or [])
-            got.append((message.offset(), ts, 1 if log_append else 0, message.key(),
-                        message.value(), headers))  # fmt: skip
+            got.append(rd_record(message))
         assert position.offset == written.next_offset
         return got
     finally:

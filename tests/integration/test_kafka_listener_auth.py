@@ -45,6 +45,7 @@ from tests.integration.independent_bucket import (
     upload_all,
     write_independent_bucket,
 )
+from tests.integration.kafka_clients import client_record, rd_record
 from tests.integration.serve import stop
 from tests.integration.test_kafka_listener import READ_LIMIT_S, _expected, _guard
 from tests.integration.test_security import AUDIENCE, ISSUER, _jwks, _token
@@ -209,11 +210,7 @@ def _confluent_read(consumer: Any, written: WrittenPartition) -> list[tuple[Any,
             continue
         if message.error() is not None:
             raise AssertionError(f"confluent-kafka: {message.error()}")
-        kind, ts = message.timestamp()
-        log_append = kind == confluent_kafka.TIMESTAMP_LOG_APPEND_TIME
-        headers = tuple((k, v) for k, v in message.headers() or [])
-        got.append((message.offset(), ts, 1 if log_append else 0, message.key(),
-                    message.value(), headers))  # fmt: skip
+        got.append(rd_record(message))
     assert position.offset == written.next_offset
     return got
 
@@ -321,8 +318,7 @@ def test_kafka_python_plain_reads_its_topic_and_not_another(secure: Secure) -> N
             while consumer.position(tp) < written.next_offset:
                 _guard(start, f"kafka-python {written.topic}-{written.partition}")
                 for r in consumer.poll(timeout_ms=500).get(tp, []):
-                    headers = tuple((k, v) for k, v in r.headers)
-                    got.append((r.offset, r.timestamp, r.timestamp_type, r.key, r.value, headers))
+                    got.append(client_record(r))
             assert got == _expected(written, "read_uncommitted")
         assert consumer.topics() == {CI_TOPIC}  # the others: not authorized, not listed
     finally:

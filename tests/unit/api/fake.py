@@ -231,7 +231,13 @@ class FakeService:
         return out
 
     async def list_offsets(
-        self, topic: str, partition: int, spec: OffsetSpec, deadline: Deadline
+        self,
+        topic: str,
+        partition: int,
+        spec: OffsetSpec,
+        deadline: Deadline,
+        *,
+        isolation: IsolationLevel = IsolationLevel.READ_UNCOMMITTED,
     ) -> OffsetResult:
         self._enter("list_offsets", spec=spec, deadline=deadline)
         self._check(topic, partition)

@@ -5,7 +5,8 @@ builder) of ``PER_BATCH`` records; fetches answer whole batches from the one hol
 offset within ``max_bytes`` (at least one), at the log end nothing, outside it
 OFFSET_OUT_OF_RANGE, as the service does. ``gates`` holds a partition's fetches until its
 event is set; ``calls`` records each fetch, ``most_reading`` the most fetches at once;
-``present`` are the partitions with remote data.
+``present`` are the partitions with remote data; ``stable`` is the remote last stable offset
+(read_committed reads stop there; at or past it, below the end, ``TransactionPendingError``).
 """
 
 from __future__ import annotations
@@ -19,7 +20,11 @@ from typing import Any
 
 from gateway.config import settings_for
 from gateway.deadline import Deadline
-from gateway.errors import OffsetOutOfRangeError, UnknownTopicOrPartitionError
+from gateway.errors import (
+    OffsetOutOfRangeError,
+    TransactionPendingError,
+    UnknownTopicOrPartitionError,
+)
 from gateway.listener.context import Context
 from gateway.listener.framing import Reply, Request, decode
 from gateway.listener.handlers import VERSIONS
@@ -58,6 +63,7 @@ class FakeService:
     present: tuple[int, ...] = (0, 1)  # the partitions with remote data
     reading: int = 0  # fetches under way now
     most_reading: int = 0  # the most at once
+    stable: int = END  # the last stable offset (a batch boundary)
 
     async def topics(self) -> dict[str, list[uuid.UUID]]:
         return {TOPIC: [TOPIC_ID]}
@@ -96,9 +102,15 @@ class FakeService:
             raise UnknownTopicOrPartitionError(f"{topic}-{partition}")
         if offset > END:
             raise OffsetOutOfRangeError("past the end", 0, END)
+        committed = isolation is IsolationLevel.READ_COMMITTED
+        if committed and self.stable <= offset < END:
+            raise TransactionPendingError(
+                "pending", log_start_offset=0, log_end_offset=END, last_stable_offset=self.stable
+            )
         first = offset // PER_BATCH
+        limit = self.stable // PER_BATCH if committed else BATCHES
         data = bytearray()
-        for raw in BATCH_BYTES[first:]:
+        for raw in BATCH_BYTES[first:limit]:
             if data and len(data) + len(raw) > max_bytes:
                 break
             data += raw
@@ -106,19 +118,27 @@ class FakeService:
         parts = () if not data else (
             FetchedBatches(0, memoryview(bytes(data)), first * PER_BATCH, last * PER_BATCH - 1),
         )  # fmt: skip
-        aborted = ABORTED if isolation is IsolationLevel.READ_COMMITTED else None
+        aborted = ABORTED if committed else None
         nxt = last * PER_BATCH if data else offset
-        return FetchResult(TOPIC, TOPIC_ID, partition, parts, nxt, 0, END, aborted)
+        stable = self.stable if committed else None
+        return FetchResult(TOPIC, TOPIC_ID, partition, parts, nxt, 0, END, aborted, stable)
 
     async def list_offsets(
-        self, topic: str, partition: int, spec: OffsetSpec, deadline: Deadline
+        self,
+        topic: str,
+        partition: int,
+        spec: OffsetSpec,
+        deadline: Deadline,
+        *,
+        isolation: IsolationLevel = IsolationLevel.READ_UNCOMMITTED,
     ) -> OffsetResult:
         if topic != TOPIC:
             raise UnknownTopicOrPartitionError(topic)
         if spec == "earliest":
             return OffsetResult(0, -1, 3)
         if spec == "latest":
-            return OffsetResult(END, -1, 3)
+            committed = isolation is IsolationLevel.READ_COMMITTED
+            return OffsetResult(self.stable if committed else END, -1, 3)
         if spec == "max_timestamp":
             return OffsetResult(END - 1, 1_700_000_000_000 + END - 1, 3)
         assert isinstance(spec, int)

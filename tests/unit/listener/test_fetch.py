@@ -42,7 +42,9 @@ def _library_encoding(version: int, answers: list[PartitionAnswer]) -> bytes:
             partition_index=a.partition,
             error_code=a.error,
             high_watermark=a.high_watermark,
-            last_stable_offset=a.high_watermark,
+            last_stable_offset=a.high_watermark
+            if a.last_stable_offset is None
+            else a.last_stable_offset,
             log_start_offset=a.log_start_offset,
             aborted_transactions=None
             if a.aborted is None
@@ -74,6 +76,7 @@ def test_the_encoding_is_kafka_pythons_and_passes_the_batches_through(version: i
         PartitionAnswer(0, codes.NONE, END, 0, (AbortedTransaction(7, 3),), views),
         PartitionAnswer(1, codes.OFFSET_OUT_OF_RANGE, END, 0, None, []),
         PartitionAnswer(2, codes.NONE, END, 0, (), []),
+        PartitionAnswer(3, codes.NONE, END, 0, (), [], END - PER_BATCH),
     ]
     buffers = encode_response(version, 42, [(TOPIC, answers)])
     assert b"".join(bytes(b) for b in buffers) == _library_encoding(version, answers)
@@ -175,6 +178,26 @@ def test_read_committed_carries_the_aborted_transactions() -> None:
     payload = _fetch_request([(0, 0, 1000)], max_bytes=1 << 20, wait_ms=0, isolation=0)
     (p,) = asyncio.run(_fetch(FakeService(), payload)).responses[0].partitions
     assert p.aborted_transactions is None
+
+
+def test_read_committed_stops_at_the_last_stable_offset_and_says_so() -> None:
+    """A transaction open at the remote tail: read_committed reads up to the remote last stable
+    offset and says it (librdkafka's end of partition is there); at it, no records, no error
+    and the bounds, as a broker at its LSO; read_uncommitted reads on to the end."""
+    stable = END - 2 * PER_BATCH
+    service = FakeService(stable=stable)
+    payload = _fetch_request([(0, 0, 1 << 20)], max_bytes=1 << 20, wait_ms=0, isolation=1)
+    (p,) = asyncio.run(_fetch(service, payload)).responses[0].partitions
+    assert (p.error_code, p.high_watermark, p.last_stable_offset) == (0, END, stable)
+    assert _offsets(p) == list(range(stable))
+    payload = _fetch_request([(0, stable, 1 << 20)], max_bytes=1 << 20, wait_ms=0, isolation=1)
+    (p,) = asyncio.run(_fetch(service, payload)).responses[0].partitions
+    assert (p.error_code, p.high_watermark, p.last_stable_offset) == (0, END, stable)
+    assert (p.log_start_offset, _offsets(p)) == (0, [])
+    payload = _fetch_request([(0, stable, 1 << 20)], max_bytes=1 << 20, wait_ms=0, isolation=0)
+    (p,) = asyncio.run(_fetch(service, payload)).responses[0].partitions
+    assert (p.high_watermark, p.last_stable_offset) == (END, END)
+    assert _offsets(p) == list(range(stable, END))
 
 
 def test_past_max_wait_a_response_waits_for_data_on_its_way() -> None:

@@ -1,5 +1,6 @@
-"""ApiVersions (and its v0 fallback), Metadata, ListOffsets, FindCoordinator, Produce, each
-answer decoded with kafka-python's response classes; framing limits; the start checks."""
+"""ApiVersions (and its v0 fallback), Metadata, ListOffsets, Produce, each answer decoded with
+kafka-python's response classes; framing limits; the start checks. The group APIs:
+``test_groups.py``."""
 
 from __future__ import annotations
 
@@ -11,10 +12,6 @@ from typing import Any
 import pytest
 from kafka.protocol.consumer.offsets import ListOffsetsRequest, ListOffsetsResponse
 from kafka.protocol.metadata.api_versions import ApiVersionsRequest, ApiVersionsResponse
-from kafka.protocol.metadata.find_coordinator import (
-    FindCoordinatorRequest,
-    FindCoordinatorResponse,
-)
 from kafka.protocol.metadata.metadata import MetadataRequest, MetadataResponse
 from kafka.protocol.producer.produce import ProduceRequest, ProduceResponse
 
@@ -22,8 +19,8 @@ from gateway.config import parse_listener, settings_for
 from gateway.errors import ConfigurationError
 from gateway.listener import codes
 from gateway.listener.framing import MAX_FRAME_BYTES, MalformedRequestError, frame_size
-from gateway.listener.handlers import GROUPS_UNSUPPORTED, VERSIONS
-from gateway.listener.server import answer, check_listener, open_session
+from gateway.listener.handlers import VERSIONS
+from gateway.listener.server import answer, check_listener
 from tests.unit.listener.support import (
     END,
     TOPIC,
@@ -133,45 +130,6 @@ def test_list_offsets_specs(version: int) -> None:
     assert [p.error_code for p in unknown.partitions] == [codes.UNKNOWN_TOPIC_OR_PARTITION]
 
 
-@pytest.mark.parametrize("version", [0, 1, 3, 4])
-def test_find_coordinator_says_there_is_none(version: int) -> None:
-    """A non-retriable code (a retriable one made group consumers retry quietly forever),
-    with a message saying what to do instead."""
-    message = FindCoordinatorRequest[version](key="g", key_type=0, coordinator_keys=["g"])
-    response = _ask(message, FindCoordinatorResponse[version], version)
-    if version >= 4:
-        (c,) = response.coordinators
-        assert (c.error_code, c.error_message) == (codes.GROUP_AUTHORIZATION_FAILED,
-                                                   GROUPS_UNSUPPORTED)  # fmt: skip
-    else:
-        assert response.error_code == codes.GROUP_AUTHORIZATION_FAILED
-        if version >= 1:
-            assert "assign()" in response.error_message
-
-
-def test_find_coordinator_keeps_librdkafkas_assigned_consumers_undisturbed() -> None:
-    """librdkafka asks for the coordinator of every consumer with a group.id (confluent-kafka
-    requires one), assign()-only ones included, and hands a non-retriable answer to poll() as
-    an error: a connection whose ApiVersions named librdkafka gets the retriable code."""
-
-    async def run(software: tuple[str, str]) -> Any:
-        ctx = context()
-        session = open_session(ctx.access)
-        hello = ApiVersionsRequest[3](client_software_name=software[0],
-                                      client_software_version=software[1])  # fmt: skip
-        await answer(ctx, request(hello), session)
-        message = FindCoordinatorRequest[3](key="g", key_type=0)
-        reply = await answer(ctx, request(message), session)
-        return FindCoordinatorResponse[3].decode(unframe(reply), version=3, header=True)
-
-    rdkafka = asyncio.run(run(("confluent-kafka-python", "2.16.1-rdkafka-2.16.0")))
-    assert rdkafka.error_code == codes.COORDINATOR_NOT_AVAILABLE
-    assert rdkafka.error_message == GROUPS_UNSUPPORTED
-    assert asyncio.run(run(("librdkafka", "2.16.0"))).error_code == codes.COORDINATOR_NOT_AVAILABLE
-    other = asyncio.run(run(("kafka-python", "3.0.12")))
-    assert other.error_code == codes.GROUP_AUTHORIZATION_FAILED
-
-
 def test_produce_is_refused_with_a_clear_message() -> None:
     r = ProduceRequest[9]
     data = r.TopicProduceData(name=TOPIC, partition_data=[
@@ -214,5 +172,5 @@ def test_the_listener_address_and_the_start_checks() -> None:
     check_listener(settings_for(store="file:///", workers=1, kafka_listener="localhost:9092"))
     with pytest.raises(ConfigurationError, match="loopback"):
         check_listener(settings_for(store="file:///", workers=1, kafka_listener="0.0.0.0:9092"))
-    with pytest.raises(ConfigurationError, match="--workers 1"):
-        check_listener(settings_for(store="file:///", workers=2, kafka_listener="[::1]:9092"))
+    # several workers share the listener's sockets (server.bind_listener): not refused
+    check_listener(settings_for(store="file:///", workers=2, kafka_listener="[::1]:9092"))

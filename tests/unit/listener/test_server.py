@@ -195,8 +195,8 @@ def test_a_client_that_stops_reading_gives_back_its_share_and_is_closed() -> Non
 
 
 def test_a_group_consumer_fails_at_once_with_the_reason() -> None:
-    """kafka-python with group_id and subscribe(): FindCoordinator's answer is fatal to the
-    lookup, so poll() raises instead of retrying quietly for ever."""
+    """kafka-python with group_id and subscribe(): the coordinator is found (the gateway), and
+    JoinGroup's refusal is fatal, so poll() raises instead of waiting quietly for ever."""
 
     async def run() -> None:
         async with _listener(FakeService()) as listener:
