@@ -28,6 +28,7 @@ from kafka.errors import GroupAuthorizationFailedError
 from gateway.listener.groups import NO_CONFIGS
 from tests.integration import test_kafka_listener as base
 from tests.integration.independent_bucket import IndependentBucket, WrittenPartition
+from tests.integration.kafka_clients import client_record, rd_record
 from tests.integration.test_kafka_listener import _expected, _guard
 
 confluent_kafka = pytest.importorskip("confluent_kafka")
@@ -45,13 +46,6 @@ def _first(bucket: IndependentBucket) -> WrittenPartition:
 
 
 # --- (1) assign() with the committed offset: none, so auto.offset.reset ------------------------
-
-
-def _rd_record(message: Any) -> tuple[Any, ...]:
-    kind, ts = message.timestamp()
-    log_append = 1 if kind == confluent_kafka.TIMESTAMP_LOG_APPEND_TIME else 0
-    headers = tuple((k, v) for k, v in message.headers() or [])
-    return (message.offset(), ts, log_append, message.key(), message.value(), headers)
 
 
 def _rd_read_across_a_refused_commit(
@@ -83,7 +77,7 @@ def _rd_read_across_a_refused_commit(
         if error is not None:
             assert error.code() == confluent_kafka.KafkaError._PARTITION_EOF, error
             continue
-        got.append(_rd_record(message))
+        got.append(rd_record(message))
     assert position.offset == written.next_offset
     return got
 
@@ -155,8 +149,7 @@ def test_kafka_python_assign_with_a_group_and_no_committed_offset_reads_a_partit
                 consumer.resume(tp)
                 paused_once = True
             for r in consumer.poll(timeout_ms=500).get(tp, []):
-                headers = tuple((k, v) for k, v in r.headers)
-                got.append((r.offset, r.timestamp, r.timestamp_type, r.key, r.value, headers))
+                got.append(client_record(r))
         assert got == _expected(written, "read_uncommitted")
         assert results and all(isinstance(r, GroupAuthorizationFailedError) for r in results)
     finally:
@@ -190,9 +183,7 @@ def test_aiokafka_assign_with_a_group_reads_a_partition_without_auto_commit(
             while await consumer.position(tp) < written.next_offset:
                 _guard(start, f"aiokafka {written.topic}-{written.partition}")
                 for r in (await consumer.getmany(tp, timeout_ms=500)).get(tp, []):
-                    headers = tuple((k, v) for k, v in r.headers)
-                    got.append((r.offset, r.timestamp, r.timestamp_type, r.key, r.value,
-                                headers))  # fmt: skip
+                    got.append(client_record(r))
             return got
         finally:
             await consumer.stop()
