@@ -36,10 +36,9 @@ from tests.integration.independent_bucket import (
     upload_all,
     write_independent_bucket,
 )
-from tests.integration.kafka_clients import client_record, rd_record, want
+from tests.integration.kafka_clients import client_record, guard, rd_read, want
 from tests.integration.serve import stop
 
-READ_LIMIT_S: Final = 120.0  # a guard against a consumer that never reaches the end
 SIZES: Final = [(1, 1), (64 * 1024, 16 * 1024)]  # (fetch.max.bytes, max.partition.fetch.bytes)
 RD_SIZES: Final = [(1000, 1), (64 * 1024, 16 * 1024)]  # librdkafka's smallest fetch.max.bytes
 ISOLATION: Final = ["read_uncommitted", "read_committed"]
@@ -124,9 +123,7 @@ def _expected(written: WrittenPartition, isolation: str) -> list[tuple[Any, ...]
     return [_want(w) for w in records]
 
 
-def _guard(start: float, what: str) -> None:
-    if time.monotonic() - start > READ_LIMIT_S:
-        raise AssertionError(f"{what}: did not reach the remote end within {READ_LIMIT_S} s")
+_guard = guard  # the name the other listener tests import
 
 
 # --- kafka-python ---------------------------------------------------------------------------
@@ -304,27 +301,7 @@ def _confluent_read(
         }
     )
     try:
-        tp = confluent_kafka.TopicPartition(
-            written.topic, written.partition, confluent_kafka.OFFSET_BEGINNING
-        )
-        consumer.assign([tp])
-        got: list[tuple[Any, ...]] = []
-        start = time.monotonic()
-        while True:
-            (position,) = consumer.position([tp])
-            if position.offset >= written.next_offset:
-                break
-            _guard(start, f"confluent-kafka {written.topic}-{written.partition}")
-            message = consumer.poll(0.5)
-            if message is None:
-                continue
-            if message.error() is not None:
-                if message.error().code() == confluent_kafka.KafkaError._PARTITION_EOF:
-                    continue
-                raise AssertionError(f"confluent-kafka: {message.error()}")
-            got.append(rd_record(message))
-        assert position.offset == written.next_offset
-        return got
+        return rd_read(consumer, written.topic, written.partition, written.next_offset)
     finally:
         consumer.close()
 

@@ -45,9 +45,9 @@ from tests.integration.independent_bucket import (
     upload_all,
     write_independent_bucket,
 )
-from tests.integration.kafka_clients import client_record, rd_record
+from tests.integration.kafka_clients import READ_LIMIT_S, client_record, rd_read
 from tests.integration.serve import stop
-from tests.integration.test_kafka_listener import READ_LIMIT_S, _expected, _guard
+from tests.integration.test_kafka_listener import _expected, _guard
 from tests.integration.test_security import AUDIENCE, ISSUER, _jwks, _token
 
 confluent_kafka = pytest.importorskip("confluent_kafka")
@@ -194,25 +194,7 @@ def _oauth(token: Callable[[], str]) -> dict[str, Any]:
 
 
 def _confluent_read(consumer: Any, written: WrittenPartition) -> list[tuple[Any, ...]]:
-    tp = confluent_kafka.TopicPartition(
-        written.topic, written.partition, confluent_kafka.OFFSET_BEGINNING
-    )
-    consumer.assign([tp])
-    got: list[tuple[Any, ...]] = []
-    start = time.monotonic()
-    while True:
-        (position,) = consumer.position([tp])
-        if position.offset >= written.next_offset:
-            break
-        _guard(start, f"confluent-kafka {written.topic}-{written.partition}")
-        message = consumer.poll(0.5)
-        if message is None:
-            continue
-        if message.error() is not None:
-            raise AssertionError(f"confluent-kafka: {message.error()}")
-        got.append(rd_record(message))
-    assert position.offset == written.next_offset
-    return got
+    return rd_read(consumer, written.topic, written.partition, written.next_offset)
 
 
 def test_confluent_kafka_plain_with_an_api_key_reads_its_topic(secure: Secure) -> None:
