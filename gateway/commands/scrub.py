@@ -19,8 +19,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
-import os
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -101,31 +99,18 @@ def _require_pyspark() -> None:
 
 
 def _session(master: str, log_path: Path) -> tuple[SparkSession, bool]:
-    """The active session (tests, notebooks, spark-submit) or a new one we own and stop, its
-    own log in ``log_path`` (:mod:`gateway.spark.logs`)."""
+    """The session to scrub on (:func:`gateway.spark.session.spark_session`), and whether this
+    command started it (then it stops it)."""
     try:
-        from pyspark.sql import SparkSession  # noqa: PLC0415
+        from gateway.spark.session import spark_session  # noqa: PLC0415
     except ImportError as exc:
         raise ConfigurationError(
             "scrub needs pyspark: pip install 'tiered-gateway[spark]'"
         ) from exc
-    from gateway.spark.ship import ship_package  # noqa: PLC0415
-
-    active = SparkSession.getActiveSession()
-    if active is not None:
-        ship_package(active)  # a cluster's executors need the package (gateway.spark.ship)
-        return active, False
-    if master.startswith("local"):  # a cluster's executors run their own Python (docs/spark.md)
-        os.environ.setdefault("PYSPARK_PYTHON", sys.executable)  # executors import gateway too
-    from gateway.spark.logs import quiet_session_conf  # noqa: PLC0415
-
-    builder: Any = SparkSession.builder.master(master).appName("tiered-gateway scrub")
-    for key, value in quiet_session_conf(log_path).items():
-        builder = builder.config(key, value)
-    session = builder.getOrCreate()
-    session.sparkContext.setLogLevel("ERROR")
-    ship_package(session)
-    return session, True
+    spark, owned = spark_session(master, "tiered-gateway scrub", log_path)
+    if owned:
+        spark.sparkContext.setLogLevel("ERROR")
+    return spark, owned
 
 
 @contextlib.contextmanager

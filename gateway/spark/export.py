@@ -39,11 +39,9 @@ import argparse
 import functools
 import json
 import logging
-import os
 import sys
 import time
 import uuid
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pyarrow.fs as pafs
@@ -58,9 +56,10 @@ from gateway.service.locate import remote_bounds
 from gateway.spark import FORMAT_NAME
 from gateway.spark.dataloss import missing
 from gateway.spark.driver import Claims, ReadPlan, build_plan, load_with_claims
-from gateway.spark.logs import default_log_path, quiet_session_conf
+from gateway.spark.logs import default_log_path
 from gateway.spark.options import ReadOptions, parse_options
 from gateway.spark.progress import Progress
+from gateway.spark.session import spark_session
 from gateway.spark.sink import (
     OBJECT_STORES,
     OutputSpec,
@@ -89,36 +88,6 @@ _CODECS = {
     "orc": frozenset({"none", "snappy", "zstd", "lz4", "gzip"}),
     "json": frozenset({"none", "gzip", "lz4", "snappy"}),  # Hadoop's codecs without natives
 }
-
-
-def session(
-    master: str | None,
-    app_name: str = "tiered-gateway export",
-    log_path: Path | None = None,
-) -> SparkSession:
-    """The active session, else a new one (``local[*]`` unless spark-submit sets a master)
-    whose own log goes to ``log_path`` (:mod:`gateway.spark.logs`), not the terminal."""
-    from gateway.spark.ship import ship_package  # noqa: PLC0415
-
-    active = SparkSession.getActiveSession()
-    if active is not None:
-        ship_package(active)  # a cluster's executors need the package (gateway.spark.ship)
-        return active
-    builder = SparkSession.builder.appName(app_name)
-    if log_path is not None:
-        for key, value in quiet_session_conf(log_path).items():
-            builder = builder.config(key, value)
-    if not master and "PYSPARK_GATEWAY_PORT" not in os.environ:  # not under spark-submit
-        master = "local[*]"
-    if master:
-        builder = builder.master(master)
-    if master and master.startswith("local"):
-        # Local Python workers must run this interpreter (its venv has gateway), not the
-        # first python3 on PATH; SparkContext reads only the environment for it.
-        os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    spark = builder.getOrCreate()
-    ship_package(spark)
-    return spark
 
 
 def read_topic(spark: SparkSession, options: dict[str, str]) -> DataFrame:
@@ -501,7 +470,7 @@ class _Quiet:
 def run_export(args: argparse.Namespace, options: dict[str, str]) -> int:
     """The CLI's entry: build (or reuse) a session, export, print the summary."""
     log_path = args.spark_log or default_log_path("export")
-    spark = session(args.master, log_path=log_path)
+    spark, _ = spark_session(args.master, "tiered-gateway export", log_path)
     try:
         summary = export(spark, args, options)
     except ExportFailedError as exc:
