@@ -2,7 +2,10 @@
 
 Every error body is ``{"error_code", "message", "retriable"}`` plus what helps the client:
 ``parameter`` for a bad request, ``log_start_offset``/``log_end_offset`` for an offset outside
-the remote tier, ``offset`` for a record not valid in the asked format. Status, code and
+the remote tier, those and ``last_stable_offset`` for a read_committed fetch at a transaction
+not decided in the remote tier (``transaction_pending``: where the client stands, so an
+on-call engineer sees how far the open transaction is from the log end), ``offset`` for a
+record not valid in the asked format. Status, code and
 retriability come from the :class:`~gateway.errors.GatewayError` class attributes only.
 FastAPI's validation errors and Starlette's routing errors are first turned into a
 :class:`GatewayError`, so they render the same way; an unexpected exception becomes a generic
@@ -29,6 +32,7 @@ from gateway.errors import (
     InvalidRequestError,
     OffsetOutOfRangeError,
     RateLimitedError,
+    TransactionPendingError,
 )
 
 RETRY_AFTER_S: Final = 1
@@ -58,9 +62,11 @@ def error_body(exc: BaseException) -> dict[str, Any]:
         body["parameter"] = exc.parameter
     if isinstance(exc, InvalidFormatError) and exc.offset is not None:
         body["offset"] = exc.offset
-    if isinstance(exc, OffsetOutOfRangeError):
+    if isinstance(exc, OffsetOutOfRangeError | TransactionPendingError):
         body["log_start_offset"] = exc.log_start_offset
         body["log_end_offset"] = exc.log_end_offset
+    if isinstance(exc, TransactionPendingError):
+        body["last_stable_offset"] = exc.last_stable_offset
     return body
 
 

@@ -7,9 +7,19 @@ speed; :class:`RecordsResponse` only documents their shape. Topic ids are Kafka'
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any, Final, Literal
 
 from pydantic import BaseModel, Field
+
+LAST_STABLE_OFFSET: Final = (
+    "read_committed: the remote last stable offset, the first offset of the oldest transaction "
+    "whose COMMIT or ABORT marker is not tiered yet (log_end_offset when none is open); reads "
+    "stop there. null for read_uncommitted (not computed: it reads to log_end_offset)"
+)
+END_OF_REMOTE_LOG: Final = (
+    "next_offset has reached log_end_offset (read_committed: last_stable_offset): nothing more "
+    "to read until more is tiered"
+)
 
 
 class ErrorBody(BaseModel):
@@ -18,10 +28,16 @@ class ErrorBody(BaseModel):
     retriable: bool = Field(description="whether the same request may succeed later")
     parameter: str | None = Field(None, description="the invalid parameter (invalid_request)")
     log_start_offset: int | None = Field(
-        None, description="the remote log start offset (offset_out_of_range)"
+        None, description="the remote log start offset (offset_out_of_range, transaction_pending)"
     )
     log_end_offset: int | None = Field(
-        None, description="one past the highest remote offset (offset_out_of_range)"
+        None,
+        description="one past the highest remote offset (offset_out_of_range, transaction_pending)",
+    )
+    last_stable_offset: int | None = Field(
+        None,
+        description="the remote last stable offset, where read_committed stops "
+        "(transaction_pending)",
     )
     offset: int | None = Field(
         None, description="the record not valid in the asked format (invalid_format)"
@@ -112,9 +128,8 @@ class RecordsResponse(BaseModel):
     next_offset: int = Field(description="one past the last offset considered: fetch from here")
     log_start_offset: int
     log_end_offset: int = Field(description="one past the highest remote offset")
-    end_of_remote_log: bool = Field(
-        description="next_offset is log_end_offset: nothing more to read (until more is tiered)"
-    )
+    last_stable_offset: int | None = Field(description=LAST_STABLE_OFFSET)
+    end_of_remote_log: bool = Field(description=END_OF_REMOTE_LOG)
 
 
 class StreamEnd(BaseModel):
@@ -123,7 +138,8 @@ class StreamEnd(BaseModel):
     next_offset: int
     log_start_offset: int
     log_end_offset: int
-    end_of_remote_log: bool
+    last_stable_offset: int | None = Field(description=LAST_STABLE_OFFSET)
+    end_of_remote_log: bool = Field(description=END_OF_REMOTE_LOG)
 
 
 class Offset(BaseModel):
@@ -151,8 +167,9 @@ _ERROR_DESCRIPTIONS: dict[int | str, str] = {
     "storage_error: never a partial or shortened answer; the message names the object",
     503: "auth_unavailable (the JWT keys cannot be fetched: fail closed), "
     "storage_unavailable, not_ready, overloaded (the response bytes in flight stayed at "
-    "their budget until the deadline) or transaction_pending (read_committed reached a "
-    "transaction whose marker is not tiered yet): retriable, with Retry-After",
+    "their budget until the deadline) or transaction_pending (read_committed at or past the "
+    "last stable offset: a transaction whose marker is not tiered yet; the body carries "
+    "log_start_offset, log_end_offset and last_stable_offset): retriable, with Retry-After",
     504: "deadline_exceeded: timeout_ms passed; retriable, with Retry-After",
     "default": "any other error, with the same body",
 }

@@ -4,23 +4,33 @@
   (default: the ``default_max_bytes`` setting), decoded.
 * ``application/x-ndjson``: records streamed one per line, page after page of at most
   ``stream_page_bytes``, until ``max_bytes`` of record batches have been read (default: the
-  ``max_response_bytes`` setting) or the end of the remote log is reached; the last line is
-  ``{"next_offset", "log_start_offset", "log_end_offset", "end_of_remote_log"}``, or an error
-  body (with ``next_offset``, where to resume) when a later page fails or a record is not valid
-  in the asked format. Only one page is held at a time.
+  ``max_response_bytes`` setting) or the end of what is readable is reached (the remote log
+  end; for read_committed the last stable offset); the last line is ``{"next_offset",
+  "log_start_offset", "log_end_offset", "last_stable_offset", "end_of_remote_log"}``, or an
+  error body (with ``next_offset``, where to resume) when a later page fails or a record is
+  not valid in the asked format. Only one page is held at a time.
   The stream shares the request's deadline: once it has passed, the stream ends normally after
   the current page.
 * ``application/octet-stream``: the record batches as stored, concatenated, with the offsets in
   ``X-*`` headers (sent as views of the cached segment bytes, never joined into one copy);
   for read_committed, ``X-Aborted-Transactions`` lists the aborted transactions so the client
-  can filter as a Kafka consumer does. ``key_format``, ``value_format`` and ``header_format``
-  do not apply.
+  can filter as a Kafka consumer does, and ``X-Last-Stable-Offset`` is sent.
+  ``key_format``, ``value_format`` and ``header_format`` do not apply.
 
 A fetch at exactly the remote log end answers as Kafka's fetch at the high watermark: 200, no
 records, ``next_offset`` the offset asked, ``end_of_remote_log`` true (raw:
 ``X-End-Of-Remote-Log: true``); past it, 416 ``offset_out_of_range``. ``end_of_remote_log`` is
-true whenever ``next_offset`` has reached ``log_end_offset``, so a paging client stops there
-(docs/paging.md).
+true whenever ``next_offset`` has reached ``log_end_offset`` (read_committed: the last stable
+offset, below), so a paging client stops there (docs/paging.md).
+
+read_committed reads as a broker's consumer does, up to the remote last stable offset (LSO:
+the first offset of the oldest transaction whose marker is not tiered yet;
+:mod:`gateway.service.stable`). Its answers carry ``last_stable_offset`` (JSON and the NDJSON
+closing line; raw: ``X-Last-Stable-Offset``), and ``end_of_remote_log`` is true once
+``next_offset`` has reached it, so a paging client stops there instead of asking at the LSO
+(a request at or past it, below the log end, is the retriable 503 ``transaction_pending``,
+whose body carries the bounds). read_uncommitted answers carry ``last_stable_offset`` null
+(raw: no header): the LSO is not computed for them.
 
 ``max_bytes`` counts record batch bytes as stored, like Kafka's fetch: at least one whole batch
 is returned even when it is larger, so a page may exceed it by one batch.
@@ -61,7 +71,9 @@ from gateway.api.render import (
     ndjson_line,
     ndjson_prefix,
     off_loop,
+    offsets_json,
     raw_headers,
+    readable_end,
     records_document,
 )
 from gateway.deadline import Deadline
@@ -85,7 +97,11 @@ RAW_HEADERS: Final = {
     "X-Next-Offset": "one past the last offset considered: fetch from here",
     "X-Log-Start-Offset": "the remote log start offset",
     "X-Log-End-Offset": "one past the highest remote offset",
-    "X-End-Of-Remote-Log": "true when X-Next-Offset is X-Log-End-Offset: nothing more to read",
+    "X-End-Of-Remote-Log": "true when X-Next-Offset is X-Log-End-Offset (read_committed: "
+    "X-Last-Stable-Offset): nothing more to read until more is tiered",
+    "X-Last-Stable-Offset": "read_committed only: the remote last stable offset, the first "
+    "offset of a transaction not decided in the remote tier (X-Log-End-Offset when none is "
+    "open); reads stop there",
     "X-First-Offset": "the base offset of the first batch (it may precede `offset`)",
     "X-Aborted-Transactions": "read_committed only: JSON list of {producer_id, first_offset}, "
     "at most 8 KiB (a response with more ends early: follow X-Next-Offset)",
@@ -97,7 +113,7 @@ _OK: Final = {
         NDJSON: {
             "schema": {"type": "string"},
             "example": '{"offset":0,...}\n{"next_offset":1,"log_start_offset":0,'
-            '"log_end_offset":10,"end_of_remote_log":false}\n',
+            '"log_end_offset":10,"last_stable_offset":null,"end_of_remote_log":false}\n',
         },
         RAW: {"schema": {"type": "string", "format": "binary"}},
     },
@@ -180,7 +196,7 @@ async def _stream(
             for at in range(0, len(view), STREAM_SLICE):
                 yield view[at : at + STREAM_SLICE]
             del view
-            done = used >= budget or offset >= result.log_end_offset
+            done = used >= budget or offset >= readable_end(result)  # never ask at the LSO
             if done or fetch.deadline.remaining() <= 0 or fetch.state.drain.is_set():
                 break  # the closing line says where to go on (the server may be stopping)
             result, records = await fetch.page(offset, min(page_bytes, budget - used))
@@ -198,14 +214,7 @@ async def _stream(
             log.exception("NDJSON stream of %s/%d failed", fetch.topic, fetch.partition)
         yield ndjson_line({**error_body(exc), "next_offset": offset})
         return
-    yield ndjson_line(
-        {
-            "next_offset": offset,
-            "log_start_offset": result.log_start_offset,
-            "log_end_offset": result.log_end_offset,
-            "end_of_remote_log": offset >= result.log_end_offset,
-        }
-    )
+    yield ndjson_line(offsets_json(result, offset))
 
 
 class RecordsQuery(BaseModel):
@@ -225,7 +234,9 @@ class RecordsQuery(BaseModel):
     )
     isolation_level: IsolationLevel = Field(
         IsolationLevel.READ_UNCOMMITTED,
-        description="read_committed drops aborted transactions (any case)",
+        description="read_committed drops aborted transactions and stops at the last stable "
+        "offset (the first offset of a transaction not decided in the remote tier), as a Kafka "
+        "consumer does (any case)",
     )
     key_format: EmbeddedFormat = Field(EmbeddedFormat.BASE64, description=_FORMAT.format("keys"))
     value_format: EmbeddedFormat = Field(
@@ -258,6 +269,10 @@ def router() -> APIRouter:
         """Records from `offset` on: JSON (default), NDJSON stream, or raw record batches
         (by the Accept header). At exactly the remote log end: no records and
         `end_of_remote_log` true (raw: `X-End-Of-Remote-Log: true`); past it: 416.
+        read_committed reads up to `last_stable_offset` (raw: `X-Last-Stable-Offset`; null
+        for read_uncommitted) and says `end_of_remote_log` true once `next_offset` reaches it;
+        a request at or past it, below the log end: 503 `transaction_pending` with the
+        bounds.
         A key, value or header value not valid in the asked format: 422 `invalid_format`
         naming the offset (NDJSON: the stream's last line, after the records before it)."""
         service, settings, budget = ctx

@@ -3,7 +3,9 @@
 Keys, values and header values are in the formats the request asks for
 (:mod:`gateway.api.formats`; standard base64 by default, ``null`` stays ``null``); header keys
 are strings; records are written in bulk (:mod:`gateway.api.recordjson`). Every fetch says
-whether it reached the end of the remote log (``next_offset`` at ``log_end_offset``).
+whether it reached the end of the remote log: ``next_offset`` at ``log_end_offset``, or for
+read_committed at ``last_stable_offset`` (the first offset of a transaction still open in the
+remote tier), past which nothing is readable until more is tiered.
 Rendering a large page (base64 of every key and value) is CPU work, so
 :func:`off_loop` moves it to a worker thread past :data:`OFFLOAD_RECORDS` records or
 :data:`OFFLOAD_BYTES` batch bytes.
@@ -97,9 +99,32 @@ def topic_id_text(topic_id: uuid.UUID) -> str:
     return encode_uuid(topic_id)
 
 
-def end_of_remote_log(result: FetchResult) -> bool:
-    """Whether ``next_offset`` has reached the remote log end: nothing more to read (yet)."""
-    return result.next_offset >= result.log_end_offset
+def readable_end(result: FetchResult) -> int:
+    """Where reading stops at the fetch's isolation level: the remote last stable offset for
+    read_committed (at or past it, below the end, a fetch is 503 ``transaction_pending``), the
+    remote log end for read_uncommitted."""
+    stable = result.last_stable_offset
+    return result.log_end_offset if stable is None else min(stable, result.log_end_offset)
+
+
+def end_of_remote_log(result: FetchResult, next_offset: int | None = None) -> bool:
+    """Whether ``next_offset`` (default: the result's) has reached :func:`readable_end`:
+    nothing more to read (yet) at the fetch's isolation level."""
+    offset = result.next_offset if next_offset is None else next_offset
+    return offset >= readable_end(result)
+
+
+def offsets_json(result: FetchResult, next_offset: int | None = None) -> dict[str, Any]:
+    """The offsets every fetch answer ends with (JSON body, NDJSON closing line):
+    ``last_stable_offset`` is null for read_uncommitted (not computed: reads go to the end)."""
+    offset = result.next_offset if next_offset is None else next_offset
+    return {
+        "next_offset": offset,
+        "log_start_offset": result.log_start_offset,
+        "log_end_offset": result.log_end_offset,
+        "last_stable_offset": result.last_stable_offset,
+        "end_of_remote_log": end_of_remote_log(result, offset),
+    }
 
 
 def records_document(
@@ -114,14 +139,7 @@ def records_document(
             "partition": result.partition,
         }
     )
-    tail = orjson.dumps(
-        {
-            "next_offset": result.next_offset,
-            "log_start_offset": result.log_start_offset,
-            "log_end_offset": result.log_end_offset,
-            "end_of_remote_log": end_of_remote_log(result),
-        }
-    )
+    tail = orjson.dumps(offsets_json(result))
     before, after = head[:-1] + b',"records":[', b"]," + tail[1:]
     fast = _compiled(records, encoders, b",", before, after)
     if fast is not None:
@@ -239,6 +257,8 @@ def raw_headers(result: FetchResult) -> dict[str, str]:
         "X-Log-End-Offset": str(result.log_end_offset),
         "X-End-Of-Remote-Log": "true" if end_of_remote_log(result) else "false",
     }
+    if result.last_stable_offset is not None:
+        headers["X-Last-Stable-Offset"] = str(result.last_stable_offset)
     if result.batches:
         headers["X-First-Offset"] = str(result.batches[0].first_offset)
     if result.aborted_transactions is not None:

@@ -16,6 +16,7 @@ from gateway.api.render import partition_json, segment_json, topic_id_text
 from gateway.errors import InvalidRequestError
 from gateway.kafka.ints import INT64_MAX
 from gateway.service.protocol import OffsetSpec
+from gateway.service.types import IsolationLevel
 
 MAX_TIMESTAMP: Final = INT64_MAX
 # Kafka's ListOffsetsRequest sentinels (EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, MAX_TIMESTAMP)
@@ -127,6 +128,7 @@ def router() -> APIRouter:
         responses=error_responses(400, 403, 404, 502, 503, 504),
     )
     async def list_offsets(
+        *,
         topic: DescribableTopic,
         partition: PartitionNumber,
         service: ServiceDep,
@@ -135,16 +137,30 @@ def router() -> APIRouter:
             str,
             Query(
                 description="a time in ms: the first offset whose timestamp is at or after "
-                "it; or earliest (Kafka's -2), latest (-1: the log end offset), max_timestamp "
-                "(-3), in any case",
+                "it; or earliest (Kafka's -2), latest (-1: the log end offset; with "
+                "isolation_level read_committed the last stable offset), max_timestamp (-3), "
+                "in any case",
                 examples=["1700000000000", "earliest", "latest", "max_timestamp", "-1"],
                 json_schema_extra={"pattern": TIMESTAMP_PATTERN},
             ),
         ],
+        isolation_level: Annotated[
+            IsolationLevel,
+            Query(
+                description="read_committed: latest is the last stable offset (the first "
+                "offset of a transaction not decided in the remote tier; where a "
+                "read_committed fetch stops), and a match at or past it is none (-1), as "
+                "Kafka's ListOffsets answers (any case)"
+            ),
+        ] = IsolationLevel.READ_UNCOMMITTED,
     ) -> Response:
-        """Kafka's ListOffsets on the remote tier; offset and timestamp -1 when none match."""
+        """Kafka's ListOffsets on the remote tier; offset and timestamp -1 when none match.
+        With `isolation_level` read_committed, as a broker answers it: the offsets a
+        read_committed fetch reaches (the last stable offset for latest)."""
         spec = parse_offset_spec(timestamp)
-        result = await service.list_offsets(topic, partition, spec, deadline)
+        result = await service.list_offsets(
+            topic, partition, spec, deadline, isolation=isolation_level
+        )
         return json_response(
             {
                 "offset": result.offset,

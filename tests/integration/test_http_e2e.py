@@ -102,6 +102,7 @@ def test_ndjson_streams_the_whole_partition(client: httpx.Client, demo: DemoBuck
         "next_offset": demo.topic("orders").partition(1).next_offset,
         "log_start_offset": 0,
         "log_end_offset": demo.topic("orders").partition(1).next_offset,
+        "last_stable_offset": None,  # read_uncommitted: not computed
         "end_of_remote_log": True,
     }
 
@@ -163,9 +164,11 @@ def test_at_the_end_an_empty_answer_saying_so(client: httpx.Client, demo: DemoBu
         assert (body["records"], body["next_offset"]) == ([], end), body
         assert (body["log_end_offset"], body["end_of_remote_log"]) == (end, True)
         lines = client.get(url, params=params, headers=ALL_FORMATS[1]).text.splitlines()
+        stable = end if isolation == "read_committed" else None  # no transaction left open
+        assert body["last_stable_offset"] == stable
         assert [json.loads(line) for line in lines] == [
             {"next_offset": end, "log_start_offset": 0, "log_end_offset": end,
-             "end_of_remote_log": True}
+             "last_stable_offset": stable, "end_of_remote_log": True}
         ]  # fmt: skip
         raw = client.get(url, params=params, headers=ALL_FORMATS[2])
         assert (raw.status_code, raw.content) == (200, b"")

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import json
 import shutil
 import time
 from collections.abc import Iterator
@@ -261,29 +262,84 @@ def test_aiokafka_end_offsets_positions_and_last_stable_offset(
 def test_http_read_committed_pages_stop_at_the_last_stable_offset(
     served: tuple[int, int], bucket: IndependentBucket
 ) -> None:
-    """Paging with read_committed ends at the LSO with the retriable ``transaction_pending``
-    (as before, but no longer after following the open transaction to the end of the tier);
-    ListOffsets latest is the log end (the HTTP API's, for both isolation levels)."""
+    """Over HTTP, read_committed ends at the LSO and says so in every format: JSON pages (small,
+    so there are several) end with ``end_of_remote_log`` true and ``last_stable_offset`` at the
+    LSO, never asking there (no 503 for a client that stops when told); a request at the LSO
+    is the retriable 503 ``transaction_pending`` carrying the bounds; an NDJSON stream from 0
+    ends there with its closing line saying so; raw pages carry ``X-Last-Stable-Offset`` and
+    ``X-End-Of-Remote-Log``. read_uncommitted reads to the log end, with no LSO. ListOffsets
+    latest is the LSO with read_committed, the log end without."""
     base = f"http://127.0.0.1:{served[1]}/v1/topics"
+    committed = {"isolation_level": "read_committed"}
     with httpx.Client(timeout=30) as client:
         for written in bucket.partitions.values():
             url = f"{base}/{written.topic}/partitions/{written.partition}/records"
+            lso, end = written.last_stable_offset, written.next_offset
+            assert lso < end  # the fixture: a transaction open at the tail
             offsets: list[int] = []
-            offset = 0
+            offset, pages = 0, 0
             while True:
-                answer = client.get(url, params={"offset": offset, "isolation_level":
-                                                 "read_committed"})  # fmt: skip
-                if answer.status_code != 200:
+                answer = client.get(url, params={"offset": offset, "max_bytes": 4096, **committed})
+                assert answer.status_code == 200, answer.text
+                page = answer.json()
+                pages += 1
+                offsets += [r["offset"] for r in page["records"]]
+                assert page["next_offset"] > offset
+                assert (page["log_end_offset"], page["last_stable_offset"]) == (end, lso)
+                offset = page["next_offset"]
+                if page["end_of_remote_log"]:
                     break
-                body = answer.json()
-                offsets += [r["offset"] for r in body["records"]]
-                assert body["next_offset"] > offset
-                offset = body["next_offset"]
-            assert answer.status_code == 503, answer.text
-            error = answer.json()
-            assert (error["error_code"], error["retriable"]) == ("transaction_pending", True)
-            assert offset == written.last_stable_offset
+            assert pages > 1, written.topic
+            assert offset == lso
             assert offsets == [w.offset for w in written.stable()]
+            start = page["log_start_offset"]
+
+            at_lso = client.get(url, params={"offset": lso, **committed})
+            assert at_lso.status_code == 503, at_lso.text
+            error = at_lso.json()
+            assert (error["error_code"], error["retriable"]) == ("transaction_pending", True)
+            names = ("log_start_offset", "log_end_offset", "last_stable_offset")
+            assert tuple(error[n] for n in names) == (start, end, lso)
+            assert at_lso.headers["retry-after"] == "1"
+
+            stream = client.get(
+                url, params={"offset": 0, **committed}, headers={"Accept": "application/x-ndjson"}
+            )
+            assert stream.status_code == 200, stream.text
+            *lines, closing = [json.loads(line) for line in stream.text.splitlines()]
+            assert [r["offset"] for r in lines] == [w.offset for w in written.stable()]
+            assert closing == {
+                "next_offset": lso,
+                "log_start_offset": start,
+                "log_end_offset": end,
+                "last_stable_offset": lso,
+                "end_of_remote_log": True,
+            }
+
+            raw = {"Accept": "application/octet-stream"}
+            offset, headers = 0, httpx.Headers()
+            while headers.get("x-end-of-remote-log") != "true":
+                answer = client.get(
+                    url, params={"offset": offset, "max_bytes": 4096, **committed}, headers=raw
+                )
+                assert answer.status_code == 200, answer.text
+                headers = answer.headers
+                assert headers["x-last-stable-offset"] == str(lso)
+                assert int(headers["x-next-offset"]) > offset
+                offset = int(headers["x-next-offset"])
+            assert offset == lso
+
+            uncommitted = client.get(url, params={"offset": lso})
+            assert uncommitted.status_code == 200, uncommitted.text
+            assert uncommitted.json()["last_stable_offset"] is None
+            assert uncommitted.json()["records"][0]["offset"] == lso  # past it: the open txn
+            raw_uncommitted = client.get(url, params={"offset": lso}, headers=raw)
+            assert "x-last-stable-offset" not in raw_uncommitted.headers
+
+            offsets_url = f"{base}/{written.topic}/partitions/{written.partition}/offsets"
+            latest = {"timestamp": "latest"}
+            assert client.get(offsets_url, params={**latest, **committed}).json()["offset"] == lso
+            assert client.get(offsets_url, params=latest).json()["offset"] == end
 
 
 # --- a damaged snapshot -----------------------------------------------------------------------

@@ -6,6 +6,12 @@ offsets listed in ``aborted`` are dropped by read_committed decoding; ``values``
 values (and the first header's value) of records by offset. A fetch at exactly the log end
 answers no batches (Kafka's fetch at the high watermark); past it, 416. ``fail`` makes a method
 raise; ``fail_fetch_after`` makes every fetch after the first n raise. Every call is recorded.
+
+``last_stable`` is partition 0's last stable offset (default: the log end, no open
+transaction). A read_committed fetch stops before it (the batch holding it is dropped,
+``next_offset`` is it) and carries it; at or past it, below the end, it raises
+``TransactionPendingError`` with the bounds, as the service does. ListOffsets with
+read_committed answers it for latest and none for a match at or past it.
 """
 
 from __future__ import annotations
@@ -26,6 +32,7 @@ from gateway.errors import (
     GatewayError,
     NotReadyError,
     OffsetOutOfRangeError,
+    TransactionPendingError,
     UnknownTopicOrPartitionError,
 )
 from gateway.kafka.records import Record
@@ -92,6 +99,7 @@ class FakeService:
     calls: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
     fake_gets: int = 7  # the core's one metric: tiered_gateway_fake_gets_total
     fetch_delay_s: float = 0.0
+    last_stable: int | None = None
     opened: int = 0
     closed: int = 0
 
@@ -191,10 +199,20 @@ class FakeService:
         end = LOG_END if partition == 0 else 0
         if not 0 <= offset <= end:
             raise OffsetOutOfRangeError(f"offset {offset} outside [0, {end})", 0, end)
+        committed = isolation is IsolationLevel.READ_COMMITTED
+        stable = self.stable(partition)
+        if committed and stable <= offset < end:
+            raise TransactionPendingError(
+                f"the transaction starting at offset {stable} has no marker",
+                log_start_offset=0,
+                log_end_offset=end,
+                last_stable_offset=stable,
+            )
         first = offset // RECORDS_PER_BATCH
+        last = (stable if committed else end) // RECORDS_PER_BATCH  # a read stops at the LSO
         batches: list[FetchedBatches] = []
         size = 0
-        for index in range(first, BATCHES):
+        for index in range(first, last):
             if batches and size + BATCH_BYTES > max_bytes:
                 break
             base = index * RECORDS_PER_BATCH
@@ -203,7 +221,7 @@ class FakeService:
             )
             size += BATCH_BYTES
         aborted = None
-        if isolation is IsolationLevel.READ_COMMITTED:
+        if committed:
             aborted = (AbortedTransaction(42, min(self.aborted)),) if self.aborted else ()
         return FetchResult(
             TOPIC,
@@ -214,7 +232,17 @@ class FakeService:
             0,
             end,
             aborted,
+            stable if committed else None,
         )
+
+    def stable(self, partition: int) -> int:
+        """The partition's last stable offset (a batch's base offset, as a transaction's first
+        offset is)."""
+        if partition != 0:
+            return 0
+        stable = LOG_END if self.last_stable is None else self.last_stable
+        assert 0 <= stable <= LOG_END and stable % RECORDS_PER_BATCH == 0, stable
+        return stable
 
     async def decode(
         self, result: FetchResult, offset: int, isolation: IsolationLevel
@@ -239,18 +267,18 @@ class FakeService:
         *,
         isolation: IsolationLevel = IsolationLevel.READ_UNCOMMITTED,
     ) -> OffsetResult:
-        self._enter("list_offsets", spec=spec, deadline=deadline)
+        self._enter("list_offsets", spec=spec, deadline=deadline, isolation=isolation)
         self._check(topic, partition)
+        committed = isolation is IsolationLevel.READ_COMMITTED
         if spec == "earliest":
             return OffsetResult(0, -1, 0)
         if spec == "latest":
-            return OffsetResult(LOG_END, -1, 2)
+            return OffsetResult(self.stable(0) if committed else LOG_END, -1, 2)
+        found = LOG_END - 1 if spec == "max_timestamp" else int(spec) - 1_700_000_000_000
+        if found >= (self.stable(0) if committed else LOG_END):  # read_committed: at the LSO
+            return OffsetResult(-1, -1, None)
         if spec == "max_timestamp":
             return OffsetResult(LOG_END - 1, 1_700_000_000_000 + LOG_END - 1, 2)
-        assert isinstance(spec, int)
-        found = spec - 1_700_000_000_000
-        if found >= LOG_END:
-            return OffsetResult(-1, -1, None)
         return OffsetResult(max(found, 0), 1_700_000_000_000 + max(found, 0), 0)
 
     async def wait_ready(self) -> None:

@@ -19,6 +19,7 @@ from gateway.errors import (
     NotReadyError,
     OffsetOutOfRangeError,
     RateLimitedError,
+    TransactionPendingError,
 )
 from tests.unit.api.fake import FakeService
 
@@ -42,6 +43,13 @@ def _instance(cls: type[GatewayError]) -> GatewayError:
         return cls("offset: must not be negative", "offset")
     if issubclass(cls, RateLimitedError):
         return cls("User:alice is over 10 requests per second", 0.25)
+    if issubclass(cls, TransactionPendingError):
+        return cls(
+            "the transaction starting at offset 40 has no marker",
+            log_start_offset=10,
+            log_end_offset=100,
+            last_stable_offset=40,
+        )
     return cls(f"{cls.__name__} on demo/orders-abc/00000000000000000000-xyz.log")
 
 
@@ -75,6 +83,11 @@ def test_error_class_maps_to_its_status_and_body(
         assert r.headers["retry-after"] == "1"
     if issubclass(cls, OffsetOutOfRangeError):
         assert (body["log_start_offset"], body["log_end_offset"]) == (10, 100)
+    if issubclass(cls, TransactionPendingError):
+        bounds = (body["log_start_offset"], body["log_end_offset"], body["last_stable_offset"])
+        assert bounds == (10, 100, 40)
+    else:
+        assert "last_stable_offset" not in body
     if issubclass(cls, InvalidRequestError):
         assert body["parameter"] == "offset"
     else:

@@ -52,6 +52,7 @@ def test_json_is_the_default(client: TestClient, fake: FakeService) -> None:
         "next_offset": 15,
         "log_start_offset": 0,
         "log_end_offset": LOG_END,
+        "last_stable_offset": None,
         "end_of_remote_log": False,
     }
     assert [rec["offset"] for rec in body["records"]] == list(range(7, 15))
@@ -141,6 +142,7 @@ def test_ndjson_streams_pages_until_the_budget(client: TestClient, fake: FakeSer
         "next_offset": 35,
         "log_start_offset": 0,
         "log_end_offset": LOG_END,
+        "last_stable_offset": None,
         "end_of_remote_log": False,
     }
     # pages of stream_page_bytes, the last one cut to what the budget leaves

@@ -128,6 +128,7 @@ def test_the_bytes_are_orjsons(
                 "next_offset": offset,
                 "log_start_offset": 0,
                 "log_end_offset": offset,
+                "last_stable_offset": None,
                 "end_of_remote_log": True,
             }
         )

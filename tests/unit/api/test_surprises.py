@@ -50,6 +50,7 @@ def test_ndjson_at_the_log_end_is_one_end_line(client: TestClient) -> None:
             "next_offset": LOG_END,
             "log_start_offset": 0,
             "log_end_offset": LOG_END,
+            "last_stable_offset": None,
             "end_of_remote_log": True,
         }
     ]
