@@ -2,9 +2,10 @@
 
 ``serve --kafka-listener HOST:PORT`` answers the requests a consumer that assigns partitions
 sends (ApiVersions, Metadata, ListOffsets, Fetch; the group APIs and DescribeConfigs
-(``groups``), Produce with typed errors) from :class:`gateway.service.protocol.Service`, in the same process and event loop as
-the HTTP API. Like :mod:`gateway.api`, it is a thin layer: every read goes through the service;
-record batches are sent as stored (views of the bytes the fetch read), never re-encoded.
+(``groups``), Produce with typed errors) from :class:`gateway.service.protocol.Service`, in
+the same process and event loop as the HTTP API. Like :mod:`gateway.api`, it is a thin layer:
+every read goes through the service; record batches are sent as stored (views of the bytes the
+fetch read), never re-encoded.
 
 * :mod:`~gateway.listener.framing`: size-prefixed frames, request headers, response frames;
 * :mod:`~gateway.listener.codes`: Kafka error codes for the gateway's errors;
