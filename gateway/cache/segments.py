@@ -164,9 +164,11 @@ class SegmentSource:
         self, meta: RemoteLogSegmentMetadata, deadline: Deadline
     ) -> int | None:
         segment = await self.open(meta, deadline)
-        data = await self._reader.read_index_piece(segment, IndexType.PRODUCER_SNAPSHOT, deadline)
         loop = asyncio.get_running_loop()
-        try:  # CRC and parse: off the loop (46 bytes per producer)
+        try:  # a GCM tag, the CRC and the parse (off the loop: 46 bytes per producer)
+            data = await self._reader.read_index_piece(
+                segment, IndexType.PRODUCER_SNAPSHOT, deadline
+            )
             first = await loop.run_in_executor(
                 self._executor, open_transaction_first, data or b"", meta.end_offset
             )

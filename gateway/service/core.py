@@ -36,7 +36,7 @@ from gateway.service.metrics import CoreCollector
 from gateway.service.offsets import NOT_FOUND, OffsetFinder
 from gateway.service.protocol import OffsetSpec
 from gateway.service.records import decode_records
-from gateway.service.stable import stable_bounds
+from gateway.service.stable import StableBounds, stable_bounds
 from gateway.service.types import (
     FetchedRecord,
     FetchResult,
@@ -231,7 +231,7 @@ class GatewayService:
         tp = await self._tp(topic, partition)
         stable = None
         if isolation is IsolationLevel.READ_COMMITTED:  # a broker reads up to its LSO
-            stable = await stable_bounds(self.rlmm, self.source, tp, deadline)
+            stable = await self._stable(tp, deadline)
             if stable.stable <= offset < stable.end:
                 raise pending_error(tp, stable.stable, stable)
         try:
@@ -274,6 +274,18 @@ class GatewayService:
             None if stable is None else min(stable.stable, end),
         )
 
+    async def _stable(self, tp: TopicIdPartition, deadline: Deadline) -> StableBounds:
+        """The remote last stable offset of ``tp``, once its bounds are known: as the end a
+        fetch reports, not while a manifest that cannot be read lies outside the readable
+        segments, nor before the tail's bytes have been checked (a stable point too low would
+        end a read_committed reader early)."""
+
+        async def check(start: int, end: int) -> None:
+            self._offsets.claim_outside(tp, start, end)
+            await self._fetcher.check_tail(tp, end, deadline)
+
+        return await stable_bounds(self.rlmm, self.source, tp, deadline, check)
+
     async def _forget(self, meta: RemoteLogSegmentMetadata, deadline: Deadline) -> None:
         try:
             if await self.scanner.forget_if_vanished(meta, self.retrier, deadline):
@@ -315,7 +327,7 @@ class GatewayService:
             latest = await asyncio.to_thread(finder.latest, tp)
             if not committed_:
                 return latest
-            stable = await stable_bounds(self.rlmm, self.source, tp, deadline)
+            stable = await self._stable(tp, deadline)
             return dataclasses.replace(latest, offset=min(latest.offset, stable.stable))
         if spec == "max_timestamp":
             found = await finder.max_timestamp(tp, deadline)
@@ -327,7 +339,7 @@ class GatewayService:
         else:
             found = await finder.for_timestamp(tp, spec, deadline)
         if committed_ and found.offset >= 0:  # past the last fetchable offset: none (§12.2)
-            stable = await stable_bounds(self.rlmm, self.source, tp, deadline)
+            stable = await self._stable(tp, deadline)
             if found.offset >= stable.stable:
                 return NOT_FOUND
         return found

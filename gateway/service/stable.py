@@ -20,6 +20,7 @@ typed error (``CorruptCheckpointError`` naming the ``.indexes`` object).
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Awaitable, Callable
 from typing import NamedTuple
 
 from gateway.cache.segments import SegmentSource
@@ -42,9 +43,14 @@ async def stable_bounds(
     source: SegmentSource,
     tp: TopicIdPartition,
     deadline: Deadline,
+    check: Callable[[int, int], Awaitable[None]],
 ) -> StableBounds:
-    """``tp``'s remote start, end and last stable offset (see the module docstring)."""
+    """``tp``'s remote start, end and last stable offset (see the module docstring).
+    ``check(start, end)`` runs first: the bounds must be known before a stable point inside
+    them means anything (a manifest that cannot be read after the readable tail may hold the
+    open transaction's marker; the service raises ``CorruptManifestError`` then)."""
     start, end = await read_inline(rlmm, remote_bounds, rlmm, tp)
+    await check(start, end)
     if end <= start:
         return StableBounds(start, end, end)
     meta = await read_inline(rlmm, held, rlmm, tp, end - 1)

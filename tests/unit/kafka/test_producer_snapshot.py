@@ -16,6 +16,7 @@ from gateway.kafka.producer_snapshot import (
     HEADER_SIZE,
     ProducerSnapshotEntry,
     encode_producer_snapshot,
+    open_transaction_first,
     parse_producer_snapshot,
 )
 
@@ -146,3 +147,35 @@ def test_random_body_with_valid_crc_raises_only_corrupt_checkpoint(body: bytes) 
 def test_encoder_rejects_out_of_range_fields() -> None:
     with pytest.raises(ValueError, match="producer_epoch"):
         encode_producer_snapshot([ENTRY._replace(producer_epoch=2**15)])
+
+
+def test_open_transaction_first_is_the_oldest_open_one() -> None:
+    def snap(*firsts: int) -> bytes:
+        return encode_producer_snapshot(
+            ENTRY._replace(producer_id=i, current_txn_first_offset=f) for i, f in enumerate(firsts)
+        )
+
+    assert open_transaction_first(b"", 100) is None  # no snapshot uploaded
+    assert open_transaction_first(snap(), 100) is None
+    assert open_transaction_first(snap(-1, -1), 100) is None  # no transaction open
+    assert open_transaction_first(snap(-1, 90, 40, 100), 100) == 40
+    with pytest.raises(CorruptCheckpointError, match="after the segment's end offset 100"):
+        open_transaction_first(snap(40, 101), 100)  # not this segment's snapshot
+    damaged = bytearray(snap(40))
+    damaged[-1] ^= 1
+    with pytest.raises(CorruptCheckpointError, match="CRC"):
+        open_transaction_first(bytes(damaged), 100)
+
+
+@SETTINGS
+@given(st.lists(snapshot_entries, max_size=20), st.integers(-1, 2**40))
+def test_open_transaction_first_against_a_direct_reading(
+    entries: list[ProducerSnapshotEntry], end: int
+) -> None:
+    firsts = [e.current_txn_first_offset for e in entries if e.current_txn_first_offset >= 0]
+    data = encode_producer_snapshot(entries)
+    if any(f > end for f in firsts):
+        with pytest.raises(CorruptCheckpointError):
+            open_transaction_first(data, end)
+    else:
+        assert open_transaction_first(data, end) == min(firsts, default=None)
