@@ -3,7 +3,11 @@ the access rules (authentication, ACLs) of the HTTP API."""
 
 from __future__ import annotations
 
+import time
+import uuid
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from typing import Final
 
 from gateway.config import Settings
 from gateway.deadline import Deadline
@@ -16,6 +20,38 @@ from gateway.service.protocol import Service
 NODE_ID = 0
 """The gateway's broker id: the only broker, leader of every partition."""
 
+TOPIC_IDS_MAX_AGE_S: Final = 10.0
+"""How long the topic ids of :class:`TopicIds` are used before they are listed again."""
+TOPIC_IDS_MISS_S: Final = 0.1
+"""The most often an id not known makes :class:`TopicIds` list the topics again (a client
+asking for made-up ids costs at most ten listings a second)."""
+
+
+class TopicIds:
+    """Topic id -> name for the ids the listener serves (each name's newest incarnation, as
+    Metadata lists it), from :meth:`Service.topics`, kept between Fetch requests (a listing
+    scans the catalog; a Fetch v13+ names its topics by id). Listed again when older than
+    :data:`TOPIC_IDS_MAX_AGE_S`, or when an id asked is not in it (at most every
+    :data:`TOPIC_IDS_MISS_S`). A stale entry never serves another incarnation's records: each
+    read is checked against the id asked (:mod:`gateway.listener.fetch`)."""
+
+    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
+        self._clock = clock
+        self._names: dict[uuid.UUID, str] = {}
+        self._listed = float("-inf")
+
+    async def names(self, service: Service, wanted: Iterable[uuid.UUID]) -> dict[uuid.UUID, str]:
+        """The id -> name map, listed again first when stale or missing one of ``wanted``
+        (the service's errors, e.g. ``NotReadyError``, propagate)."""
+        now = self._clock()
+        age = now - self._listed
+        missing = any(i not in self._names for i in wanted)
+        if age >= TOPIC_IDS_MAX_AGE_S or (missing and age >= TOPIC_IDS_MISS_S):
+            catalog = await service.topics()  # name -> ids, newest first
+            self._names = {ids[0]: name for name, ids in catalog.items() if ids}
+            self._listed = now
+        return self._names
+
 
 @dataclass(frozen=True, slots=True)
 class Context:
@@ -25,6 +61,7 @@ class Context:
     host: str  # advertised in Metadata and FindCoordinator: where clients reconnect
     port: int
     access: Access = field(default_factory=Access)  # no arguments: open, everything allowed
+    topic_ids: TopicIds = field(default_factory=TopicIds)  # shared by the copies of a context
 
     def deadline(self, wait_ms: int = 0) -> Deadline:
         """A request's hard deadline: ``request_timeout_ms``, or ``wait_ms`` when longer."""

@@ -1,4 +1,4 @@
-"""Fetch (API key 1, versions 4-12): several partitions per request, from the service core.
+"""Fetch (API key 1, versions 4-18): several partitions per request, from the service core.
 
 Semantics (``remote-read-semantics.md`` §7, §8, as :meth:`Service.fetch` implements them):
 
@@ -37,7 +37,23 @@ Semantics (``remote-read-semantics.md`` §7, §8, as :meth:`Service.fetch` imple
 * read_committed: ``aborted_transactions`` from the transaction indexes, as the service
   proves them; read_uncommitted: null;
 * a topic the principal may not ``Read`` (the HTTP API's ACL check): its partitions answer
-  ``TOPIC_AUTHORIZATION_FAILED`` and are not read, whether or not the topic exists.
+  ``TOPIC_AUTHORIZATION_FAILED`` and are not read, whether or not the topic exists;
+* from v13 topics are named by id (KIP-516), in the request and the answer. An id is served
+  when it is the newest incarnation of its name in the catalog (:meth:`Service.topics`, as
+  Metadata lists it): :meth:`Service.fetch` reads a name's newest incarnation only. Any other
+  id (unknown, or an older incarnation of a re-created topic still in the bucket) answers
+  ``UNKNOWN_TOPIC_ID`` per partition, as a broker does for an id its metadata does not hold
+  (the client refreshes its metadata and gets the current id); while the catalog cannot be
+  listed (not loaded yet), the error of that. The ACL check is by the id's name, as by name
+  (``TOPIC_AUTHORIZATION_FAILED``, as Kafka's Fetch: an id is an unguessable 128-bit value).
+  Every read's result carries the id it read: one that is not the id asked (the topic was
+  re-created between the lookup and the read) answers ``UNKNOWN_TOPIC_ID`` and none of its
+  records, so an id never gets another incarnation's records;
+* v15+ carry ``replica_state`` instead of ``replica_id`` (consumers: -1), v17-18 fields for
+  followers only (tagged); v16 adds the response's ``node_endpoints`` (KIP-951), which a broker
+  fills only for a partition answered ``NOT_LEADER_OR_FOLLOWER`` or ``FENCED_LEADER_EPOCH``
+  with its ``current_leader``: the gateway, leader of every partition, never answers those, so
+  it is left empty (not written, a tagged field), as is ``preferred_read_replica`` (-1).
 
 The record batches are sent as stored: the response is a list of buffers, the encoded fields
 around views of the bytes the fetch read (no copy of a batch, measured in
@@ -52,6 +68,7 @@ import asyncio
 import logging
 import struct
 import time
+import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
@@ -82,6 +99,8 @@ from gateway.service.types import AbortedTransaction, IsolationLevel
 log = logging.getLogger(__name__)
 
 FLEXIBLE_FROM: Final = 12
+TOPIC_IDS_FROM: Final = 13
+"""From this version topics are named by id (KIP-516) in the request and the answer."""
 MAX_PARTITIONS: Final = 1000
 """The most partitions one Fetch names (Kafka's consumers ask for a few hundred at most)."""
 READ_CONCURRENCY: Final = 8
@@ -138,15 +157,22 @@ def cut_to(records: list[Buffer], budget: int) -> list[Buffer]:
     return out
 
 
+TopicKey = str | uuid.UUID
+"""How a Fetch names a topic: by name to v12, by id from v13 (:data:`TOPIC_IDS_FROM`)."""
+
+
 def encode_response(
     version: int,
     correlation_id: int,
-    topics: Sequence[tuple[str, Sequence[PartitionAnswer]]],
+    topics: Sequence[tuple[TopicKey, Sequence[PartitionAnswer]]],
     error: int = codes.NONE,
 ) -> list[Buffer]:
-    """A whole Fetch response frame (versions 4-12) as buffers: the fields, encoded here,
-    around the record views, which are not copied."""
+    """A whole Fetch response frame (versions 4-18) as buffers: the fields, encoded here,
+    around the record views, which are not copied. Topics are keyed by name to v12, by id from
+    v13; the tagged fields (v12+: a partition's diverging epoch, current leader, snapshot id;
+    v16+: the response's node endpoints) are never written."""
     flexible = version >= FLEXIBLE_FROM
+    by_id = version >= TOPIC_IDS_FROM
     parts: list[Buffer] = []
     out = bytearray()
 
@@ -158,9 +184,15 @@ def encode_response(
         out += struct.pack(">hi", error, 0)  # error_code, session_id: no session kept
     array(len(topics))
     for topic, partitions in topics:
-        raw = topic.encode()
-        out += encode_uvarint(len(raw) + 1) if flexible else struct.pack(">h", len(raw))
-        out += raw
+        if by_id != isinstance(topic, uuid.UUID):
+            raise ValueError(f"Fetch v{version} names a topic by {'id' if by_id else 'name'}, "
+                             f"not {topic!r}")  # fmt: skip
+        if isinstance(topic, uuid.UUID):
+            out += topic.bytes
+        else:
+            raw = topic.encode()
+            out += encode_uvarint(len(raw) + 1) if flexible else struct.pack(">h", len(raw))
+            out += raw
         array(len(partitions))
         for p in partitions:
             out += struct.pack(">ihq", p.partition, p.error, p.high_watermark)
@@ -198,11 +230,17 @@ def encode_response(
 
 @dataclass(frozen=True, slots=True)
 class _Wanted:
-    topic: str
+    topic: str  # the name ("" for an id not served)
     partition: int
     offset: int
     max_bytes: int
-    allowed: bool = True  # the principal may read the topic
+    refused: int = codes.NONE  # not read: answered with this error
+    topic_id: uuid.UUID | None = None  # v13+: the id asked, which the read must be of
+
+    @property
+    def key(self) -> TopicKey:
+        """How the answer names the topic: as the request did."""
+        return self.topic if self.topic_id is None else self.topic_id
 
 
 class _Reservation:
@@ -274,8 +312,8 @@ async def _read_one(  # noqa: PLR0917 - one partition's read and its accounting
     failures: _Failures,
 ) -> PartitionAnswer:
     answer = PartitionAnswer(want.partition)
-    if not want.allowed:
-        answer.error = codes.TOPIC_AUTHORIZATION_FAILED
+    if want.refused != codes.NONE:
+        answer.error = want.refused
         return answer
     if want.offset < 0:
         answer.error = codes.OFFSET_OUT_OF_RANGE
@@ -318,6 +356,11 @@ async def _read_one(  # noqa: PLR0917 - one partition's read and its accounting
         except BaseException:  # cancelled: the response went without it
             reservation.give_back(taken)
             raise
+    if want.topic_id is not None and result.topic_id != want.topic_id:
+        reservation.give_back(taken)  # another incarnation's records: never answered
+        answer.error = codes.UNKNOWN_TOPIC_ID
+        failures.add(want, answer.error, f"read topic id {result.topic_id}, not {want.topic_id}")
+        return answer
     answer.high_watermark = result.log_end_offset
     answer.log_start_offset = result.log_start_offset
     answer.last_stable_offset = result.last_stable_offset
@@ -345,28 +388,64 @@ def first_answer_cap(wait_s: float, request_timeout_ms: int) -> float:
     return max(wait_s, min(wait_s + FIRST_ANSWER_GRACE_S, 0.8 * request_timeout_ms / 1000))
 
 
-def _wants(ctx: Context, request: Request, total: int) -> tuple[list[_Wanted], dict[str, bool]]:
+async def _topic_ids(ctx: Context, wanted: list[uuid.UUID]) -> tuple[dict[uuid.UUID, str], int]:
+    """The ids served (each name's newest incarnation) and their names (:class:`TopicIds`,
+    kept between requests), and the error an id not among them answers: ``UNKNOWN_TOPIC_ID``,
+    or the catalog's own error while it cannot be listed (e.g. ``LEADER_NOT_AVAILABLE`` before
+    the first bucket scan is done)."""
+    try:
+        names = await ctx.topic_ids.names(ctx.service, wanted)
+    except GatewayError as exc:
+        code = codes.error_code(exc)
+        log.info("fetch: the topic ids cannot be resolved: error %d: %s", code, exc)
+        return {}, code
+    return names, codes.UNKNOWN_TOPIC_ID
+
+
+async def _wants(
+    ctx: Context, request: Request, total: int
+) -> tuple[list[_Wanted], dict[str, bool]]:
     """The partitions asked, each once (its first occurrence), with the principal's right to
-    read their topics; more than :data:`MAX_PARTITIONS` entries is a malformed request."""
+    read their topics (v13+: named by id, resolved by :func:`_topic_ids`); more than
+    :data:`MAX_PARTITIONS` entries is a malformed request."""
     body: Any = request.body
+    by_id = request.api_version >= TOPIC_IDS_FROM
+    names: dict[uuid.UUID, str] = {}
+    unknown = codes.UNKNOWN_TOPIC_ID
+    if by_id:
+        wanted = [t.topic_id for t in array(body.topics, "topics")]
+        names, unknown = await _topic_ids(ctx, [i for i in wanted if isinstance(i, uuid.UUID)])
     allowed: dict[str, bool] = {}
     wants: list[_Wanted] = []
-    seen: set[tuple[str, int]] = set()
+    seen: set[tuple[TopicKey, int]] = set()
     entries = 0
     for t in array(body.topics, "topics"):
-        topic = name(t.topic, "a topic name")
+        topic_id: uuid.UUID | None = None
+        if by_id:
+            topic_id = t.topic_id
+            if not isinstance(topic_id, uuid.UUID):
+                raise MalformedRequestError("a topic id is null")
+            topic = names.get(topic_id, "")
+        else:
+            topic = name(t.topic, "a topic name")
         partitions = array(t.partitions, "partitions")
         entries += len(partitions)
         if entries > MAX_PARTITIONS:
             raise MalformedRequestError(f"a Fetch naming more than {MAX_PARTITIONS} partitions")
-        if topic not in allowed:
-            allowed[topic] = ctx.allows(request.principal, request.host, Operation.READ, topic)
+        if not topic and by_id:
+            refused = unknown
+        else:
+            if topic not in allowed:
+                allowed[topic] = ctx.allows(request.principal, request.host, Operation.READ,
+                                            topic)  # fmt: skip
+            refused = codes.NONE if allowed[topic] else codes.TOPIC_AUTHORIZATION_FAILED
+        key: TopicKey = topic if topic_id is None else topic_id
         for p in partitions:
-            if (topic, p.partition) in seen:
+            if (key, p.partition) in seen:
                 continue  # as Kafka: the first occurrence is read and answered
-            seen.add((topic, p.partition))
+            seen.add((key, p.partition))
             share = max(1, min(p.partition_max_bytes, total))
-            wants.append(_Wanted(topic, p.partition, p.fetch_offset, share, allowed[topic]))
+            wants.append(_Wanted(topic, p.partition, p.fetch_offset, share, refused, topic_id))
     return wants, allowed
 
 
@@ -383,7 +462,7 @@ async def fetch(ctx: Context, request: Request) -> Reply:
         else IsolationLevel.READ_UNCOMMITTED
     )
     total = max(1, min(body.max_bytes, ctx.settings.max_response_bytes))
-    wants, allowed = _wants(ctx, request, total)
+    wants, allowed = await _wants(ctx, request, total)
     # max_wait_ms within request_timeout_ms: a client cannot park a connection for longer
     wait_ms = min(max(body.max_wait_ms, 0), ctx.settings.request_timeout_ms)
     deadline = ctx.deadline(wait_ms)
@@ -420,14 +499,14 @@ async def fetch(ctx: Context, request: Request) -> Reply:
 
 def _by_topic(
     pairs: Sequence[tuple[_Wanted, PartitionAnswer]],
-) -> list[tuple[str, list[PartitionAnswer]]]:
-    """The answers grouped by topic, in request order."""
-    topics: list[tuple[str, list[PartitionAnswer]]] = []
+) -> list[tuple[TopicKey, list[PartitionAnswer]]]:
+    """The answers grouped by topic (as the request named it), in request order."""
+    topics: list[tuple[TopicKey, list[PartitionAnswer]]] = []
     for want, answer in pairs:
-        if topics and topics[-1][0] == want.topic:
+        if topics and topics[-1][0] == want.key:
             topics[-1][1].append(answer)
         else:
-            topics.append((want.topic, [answer]))
+            topics.append((want.key, [answer]))
     return topics
 
 
@@ -503,6 +582,9 @@ async def _bounds(
             except GatewayError as exc:
                 answer.error = codes.error_code(exc)
                 return
+        if want.topic_id is not None and info.topic_id != want.topic_id:
+            answer.error = codes.UNKNOWN_TOPIC_ID  # re-created meanwhile: not this id's bounds
+            return
         answer.high_watermark = info.remote_log_end_offset
         answer.log_start_offset = info.remote_log_start_offset
         if storage_error:

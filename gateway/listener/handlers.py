@@ -9,10 +9,22 @@
   and no replicas, as clients take the partition count from the list; topic ids; a topic
   not in the bucket: ``UNKNOWN_TOPIC_OR_PARTITION`` (never created); no topics asked (null):
   every topic in the catalog;
-* ListOffsets (1-7): ``-2`` EARLIEST = the remote log start, ``-1`` LATEST = the last fetchable
-  offset (the remote log end; with ``isolation_level`` 1, read_committed, the remote last
-  stable offset), ``-3`` MAX_TIMESTAMP, a timestamp >= 0 = the first offset at or after it,
-  none (-1) when that is at or past the last fetchable offset (:meth:`Service.list_offsets`);
+* ListOffsets (1-11, ``remote-read-semantics.md`` §12.1): ``-2`` EARLIEST = the remote log
+  start, ``-1`` LATEST = the last fetchable offset (the remote log end; with
+  ``isolation_level`` 1, read_committed, the remote last stable offset), ``-3``
+  MAX_TIMESTAMP (v7+), a timestamp >= 0 = the first offset at or after it, none (-1) when
+  that is at or past the last fetchable offset (:meth:`Service.list_offsets`). The gateway's
+  log is the remote tier, with no local part: ``-5`` LATEST_TIERED (v9+, KIP-1005) = the
+  highest offset in remote storage (the remote log end - 1, with its leader epoch; -1 and
+  epoch -1 when the remote log is empty); ``-4`` EARLIEST_LOCAL (v8+) = where the local log
+  begins: an empty local log begins at the log end, so the remote log end (with the latest
+  leader epoch); ``-6`` EARLIEST_PENDING_UPLOAD (v11+, KIP-1023) = the first offset not in
+  remote storage, max(highest remote + 1, log start): the remote log end too. These three
+  read the remote tier whatever the isolation level (as a broker's do). A special timestamp
+  below its minimum version, or any other negative one, is ``UNSUPPORTED_VERSION`` (§12.1).
+  v10+ ``timeout_ms`` (KIP-1075), when positive, is the request's deadline, within
+  ``request_timeout_ms``; a partition not answered by then is ``KAFKA_STORAGE_ERROR``
+  (retriable, as every deadline here; a broker says ``REQUEST_TIMED_OUT``);
 * FindCoordinator (0-4), OffsetFetch (1-9), OffsetCommit (2-9), JoinGroup (0-9), SyncGroup
   (0-5), Heartbeat (0-4), LeaveGroup (0-5), DescribeConfigs (1-4):
   :mod:`gateway.listener.groups` (the gateway is the group coordinator of a group with no
@@ -32,9 +44,10 @@ from __future__ import annotations
 
 import logging
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, Final
 
+from gateway.deadline import Deadline
 from gateway.errors import GatewayError
 from gateway.listener import codes, groups
 from gateway.listener.context import NODE_ID, Context
@@ -70,8 +83,8 @@ log = logging.getLogger(__name__)
 
 VERSIONS: Final[dict[int, tuple[int, int]]] = {
     PRODUCE: (3, 9),
-    FETCH: (4, 12),
-    LIST_OFFSETS: (1, 7),
+    FETCH: (4, 18),
+    LIST_OFFSETS: (1, 11),
     METADATA: (1, 12),
     OFFSET_COMMIT: (2, 9),
     OFFSET_FETCH: (1, 9),
@@ -85,16 +98,30 @@ VERSIONS: Final[dict[int, tuple[int, int]]] = {
     SASL_AUTHENTICATE: (0, 2),
     DESCRIBE_CONFIGS: (1, 4),
 }
-"""API key -> the versions served. Fetch from 4 (isolation levels, aborted transactions), to 12
-(v13 names topics by id); ListOffsets to 7 (MAX_TIMESTAMP); OffsetFetch and OffsetCommit to 9
-(v10 names topics by id); FindCoordinator to 4 (v5+ adds share groups). Every version listed
-is one kafka-python's schemas decode and ``tests/unit/listener`` asks."""
+"""API key -> the versions served. Fetch from 4 (isolation levels, aborted transactions), to 18
+(v13+ names topics by id); ListOffsets to 11 (every special timestamp); OffsetFetch and
+OffsetCommit to 9 (v10 names topics by id); FindCoordinator to 4 (v5+ adds share groups). Every
+version listed is one kafka-python's schemas decode and ``tests/unit/listener`` asks."""
 
 CLUSTER_ID: Final = "tiered-gateway"
 READ_ONLY: Final = (
     "this is a read-only Kafka listener over tiered history: Produce is not supported"
 )
-_SPECS: Final[dict[int, OffsetSpec]] = {-1: "latest", -2: "earliest", -3: "max_timestamp"}
+_SPECS: Final[dict[int, tuple[OffsetSpec, int]]] = {
+    -1: ("latest", 1),
+    -2: ("earliest", 1),
+    -3: ("max_timestamp", 7),
+}
+"""A special timestamp -> the service's spec and the first ListOffsets version taking it."""
+EARLIEST_LOCAL: Final = -4
+LATEST_TIERED: Final = -5
+EARLIEST_PENDING_UPLOAD: Final = -6
+_REMOTE_END_SPECS: Final[dict[int, int]] = {
+    EARLIEST_LOCAL: 8,
+    LATEST_TIERED: 9,
+    EARLIEST_PENDING_UPLOAD: 11,
+}
+"""The special timestamps answered from the remote log end, and their first version."""
 
 Handler = Callable[[Context, Request], Awaitable[Reply | None]]
 
@@ -255,12 +282,67 @@ async def _topic(
     )
 
 
+def _list_offsets_deadline(ctx: Context, request: Request) -> Deadline:
+    """``request_timeout_ms``, or v10+'s ``timeout_ms`` when positive and shorter."""
+    timeout_ms = ctx.settings.request_timeout_ms
+    asked = getattr(request.body, "timeout_ms", 0) if request.api_version >= 10 else 0
+    if asked > 0:
+        timeout_ms = min(timeout_ms, asked)
+    return Deadline.after(timeout_ms / 1000)
+
+
+async def _offset(
+    ctx: Context,
+    topic: str,
+    partition: int,
+    timestamp: int,
+    version: int,
+    *,
+    deadline: Deadline,
+    isolation: IsolationLevel,
+) -> tuple[int, int, int] | None:
+    """One partition's answer to ``timestamp``: (offset, timestamp, leader epoch), or the
+    service's typed error; None for a negative timestamp not served at ``version``."""
+    special = _SPECS.get(timestamp)
+    if special is not None and version >= special[1]:
+        spec: OffsetSpec = special[0]
+    elif timestamp >= 0:
+        spec = timestamp
+    elif version >= _REMOTE_END_SPECS.get(timestamp, version + 1):
+        # the remote log end (read_uncommitted: every offset in remote storage), its epoch
+        end = await ctx.service.list_offsets(
+            topic, partition, "latest", deadline, isolation=IsolationLevel.READ_UNCOMMITTED
+        )
+        epoch = -1 if end.leader_epoch is None else end.leader_epoch
+        if timestamp != LATEST_TIERED:
+            return end.offset, -1, epoch
+        if end.offset <= 0:  # nothing in remote storage
+            return -1, -1, -1
+        info = await ctx.service.partition(topic, partition)
+        return end.offset - 1, -1, _epoch_of(info.leader_epochs, end.offset - 1)
+    else:
+        return None
+    found = await ctx.service.list_offsets(topic, partition, spec, deadline, isolation=isolation)
+    return found.offset, found.timestamp, -1 if found.leader_epoch is None else found.leader_epoch
+
+
+def _epoch_of(lineage: Sequence[tuple[int, int]], offset: int) -> int:
+    """The leader epoch of ``offset`` in an epoch lineage ((epoch, start offset), ascending):
+    the last epoch starting at or before it; -1 when none does."""
+    epoch = -1
+    for e, start in lineage:
+        if start <= offset:
+            epoch = e
+    return epoch
+
+
 async def list_offsets(ctx: Context, request: Request) -> Reply:
     response_class = _response(request)
     topic_class = response_class.ListOffsetsTopicResponse
     partition_class = topic_class.ListOffsetsPartitionResponse
-    deadline = ctx.deadline()
-    committed = request.api_version >= 2 and request.body.isolation_level == 1
+    version = request.api_version
+    deadline = _list_offsets_deadline(ctx, request)
+    committed = version >= 2 and request.body.isolation_level == 1
     isolation = IsolationLevel.READ_COMMITTED if committed else IsolationLevel.READ_UNCOMMITTED
     topics = []
     error = codes.NONE
@@ -276,23 +358,23 @@ async def list_offsets(ctx: Context, request: Request) -> Reply:
                 offset=-1,
                 leader_epoch=-1,
             )
-            spec: OffsetSpec | None = _SPECS.get(p.timestamp, p.timestamp)
             if not allowed:
                 answer.error_code = codes.TOPIC_AUTHORIZATION_FAILED
-            elif spec is None or (isinstance(spec, int) and spec < 0):
-                answer.error_code = codes.INVALID_REQUEST  # -4, -5: not served here
             else:
                 try:
-                    found = await ctx.service.list_offsets(
-                        topic, p.partition_index, spec, deadline, isolation=isolation
-                    )
+                    found = await _offset(
+                        ctx, topic, p.partition_index, p.timestamp, version,
+                        deadline=deadline, isolation=isolation,
+                    )  # fmt: skip
                 except GatewayError as exc:
                     answer.error_code = codes.error_code(exc)
                     log.info("list offsets of %s-%d (%s): error %d: %s", topic,
-                             p.partition_index, spec, answer.error_code, exc)  # fmt: skip
+                             p.partition_index, p.timestamp, answer.error_code, exc)  # fmt: skip
                 else:
-                    answer.offset, answer.timestamp = found.offset, found.timestamp
-                    answer.leader_epoch = -1 if found.leader_epoch is None else found.leader_epoch
+                    if found is None:  # §12.1: below its version, or no such timestamp
+                        answer.error_code = codes.UNSUPPORTED_VERSION
+                    else:
+                        answer.offset, answer.timestamp, answer.leader_epoch = found
             error = error or answer.error_code
             partitions.append(answer)
         topics.append(topic_class(name=topic, partitions=partitions))

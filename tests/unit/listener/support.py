@@ -7,6 +7,10 @@ OFFSET_OUT_OF_RANGE, as the service does. ``gates`` holds a partition's fetches 
 event is set; ``calls`` records each fetch, ``most_reading`` the most fetches at once;
 ``present`` are the partitions with remote data; ``stable`` is the remote last stable offset
 (read_committed reads stop there; at or past it, below the end, ``TransactionPendingError``).
+``OLD_TOPIC_ID`` is an older incarnation of ``t`` still in the bucket (listed by ``topics``
+after the newest, never read: as the service, reads resolve a name to its newest incarnation);
+``recreate`` makes ``RECREATED_ID`` the newest from the next read on (a topic re-created
+between a Fetch's id lookup and its read).
 """
 
 from __future__ import annotations
@@ -42,6 +46,8 @@ from tests.unit.kafka.independent import Rec, build
 
 TOPIC = "t"
 TOPIC_ID = uuid.UUID("70e7a400-1c72-5923-ae8f-a41d6500c5fa")
+OLD_TOPIC_ID = uuid.UUID("0d1d0000-0000-4000-8000-000000000001")
+RECREATED_ID = uuid.UUID("0e1e0000-0000-4000-8000-000000000002")
 BATCHES = 6
 PER_BATCH = 3
 END = BATCHES * PER_BATCH
@@ -64,9 +70,15 @@ class FakeService:
     reading: int = 0  # fetches under way now
     most_reading: int = 0  # the most at once
     stable: int = END  # the last stable offset (a batch boundary)
+    recreate: bool = False  # reads find RECREATED_ID as the newest incarnation
+
+    @property
+    def newest(self) -> uuid.UUID:
+        """The id a read by name resolves to."""
+        return RECREATED_ID if self.recreate else TOPIC_ID
 
     async def topics(self) -> dict[str, list[uuid.UUID]]:
-        return {TOPIC: [TOPIC_ID]}
+        return {TOPIC: [TOPIC_ID, OLD_TOPIC_ID]}
 
     async def partitions(self, topic: str) -> list[PartitionInfo]:
         if topic != TOPIC:
@@ -76,7 +88,7 @@ class FakeService:
     async def partition(self, topic: str, partition: int) -> PartitionInfo:
         if topic != TOPIC or partition not in self.present:
             raise UnknownTopicOrPartitionError(f"{topic}-{partition}")
-        return PartitionInfo(TOPIC, TOPIC_ID, partition, 0, END, 1, 1, ((3, 0),))
+        return PartitionInfo(TOPIC, self.newest, partition, 0, END, 1, 1, ((1, 0), (3, 5)))
 
     async def fetch(
         self,
@@ -121,7 +133,7 @@ class FakeService:
         aborted = ABORTED if committed else None
         nxt = last * PER_BATCH if data else offset
         stable = self.stable if committed else None
-        return FetchResult(TOPIC, TOPIC_ID, partition, parts, nxt, 0, END, aborted, stable)
+        return FetchResult(TOPIC, self.newest, partition, parts, nxt, 0, END, aborted, stable)
 
     async def list_offsets(
         self,

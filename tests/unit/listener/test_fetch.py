@@ -1,38 +1,55 @@
 """Fetch: the response encoder (byte for byte what kafka-python's schema encoder writes, with
-the batches passed through as views), cutting to ``max_bytes``, and the waiting rules."""
+the batches passed through as views, at every version served), cutting to ``max_bytes``, the
+waiting rules, and topics by id (v13+): an id not served (unknown, an older incarnation, one
+re-created under the read) never gets records."""
 
 from __future__ import annotations
 
 import asyncio
 import logging
 import time
+import uuid
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
 
 import pytest
 from kafka.protocol.consumer.fetch import FetchRequest, FetchResponse
 from kafka.record import MemoryRecords
 
+from gateway.errors import NotReadyError
 from gateway.listener import codes
 from gateway.listener.fetch import (
     MAX_PARTITIONS,
     READ_CONCURRENCY,
+    TOPIC_IDS_FROM,
     PartitionAnswer,
     cut_to,
     encode_response,
     fetch,
 )
-from gateway.listener.framing import MalformedRequestError
+from gateway.listener.framing import FETCH, MalformedRequestError
+from gateway.listener.handlers import VERSIONS
+from gateway.listener.sasl import Session
+from gateway.listener.server import answer
 from gateway.service.types import AbortedTransaction
+from tests.unit.listener.secure import secured
 from tests.unit.listener.support import (
     BATCH_BYTES,
     END,
+    OLD_TOPIC_ID,
     PER_BATCH,
     TOPIC,
+    TOPIC_ID,
     FakeService,
     context,
     decoded,
     request,
     unframe,
 )
+
+SERVED = range(VERSIONS[FETCH][0], VERSIONS[FETCH][1] + 1)
+BY_ID = [v for v in SERVED if v >= TOPIC_IDS_FROM]
 
 
 def _library_encoding(version: int, answers: list[PartitionAnswer]) -> bytes:
@@ -63,13 +80,21 @@ def _library_encoding(version: int, answers: list[PartitionAnswer]) -> bytes:
         throttle_time_ms=0,
         error_code=0,
         session_id=0,
-        responses=[r.FetchableTopicResponse(topic=TOPIC, partitions=partitions)],
+        responses=[r.FetchableTopicResponse(topic=TOPIC, topic_id=TOPIC_ID, partitions=partitions)],
+        node_endpoints=[],
     )
     body.with_header(correlation_id=42)
     return bytes(body.encode(header=True, framed=True))
 
 
-@pytest.mark.parametrize("version", range(4, 13))
+def test_every_version_kafka_python_decodes_from_4_is_served() -> None:
+    """Fetch 4-18: the versions of kafka-python's schemas (Kafka's JSON definitions) from the
+    baseline of Kafka 4 (isolation levels); the encoder below is compared at each."""
+    assert (min(SERVED), max(SERVED)) == (4, FetchRequest.max_version) == (4, 18)
+    assert list(range(13, 19)) == BY_ID
+
+
+@pytest.mark.parametrize("version", SERVED)
 def test_the_encoding_is_kafka_pythons_and_passes_the_batches_through(version: int) -> None:
     views = [memoryview(BATCH_BYTES[0]), memoryview(BATCH_BYTES[1] + BATCH_BYTES[2])]
     answers = [
@@ -78,14 +103,22 @@ def test_the_encoding_is_kafka_pythons_and_passes_the_batches_through(version: i
         PartitionAnswer(2, codes.NONE, END, 0, (), []),
         PartitionAnswer(3, codes.NONE, END, 0, (), [], END - PER_BATCH),
     ]
-    buffers = encode_response(version, 42, [(TOPIC, answers)])
+    key = TOPIC_ID if version >= TOPIC_IDS_FROM else TOPIC
+    buffers = encode_response(version, 42, [(key, answers)])
     assert b"".join(bytes(b) for b in buffers) == _library_encoding(version, answers)
     assert any(b is views[0] for b in buffers)
     assert any(b is views[1] for b in buffers)
     decoded = FetchResponse[version].decode(unframe(buffers), version=version, header=True)
+    if version >= TOPIC_IDS_FROM:
+        assert decoded.responses[0].topic_id == TOPIC_ID
+    else:
+        assert decoded.responses[0].topic == TOPIC
     got = decoded.responses[0].partitions[0]
     offsets = _record_offsets(got.records)
     assert offsets == list(range(3 * PER_BATCH))
+    wrong = TOPIC if version >= TOPIC_IDS_FROM else TOPIC_ID
+    with pytest.raises(ValueError, match="names a topic by"):
+        encode_response(version, 42, [(wrong, answers)])
 
 
 def test_cut_to_keeps_whole_batches_within_the_budget() -> None:
@@ -100,41 +133,54 @@ def test_cut_to_keeps_whole_batches_within_the_budget() -> None:
 
 
 def _fetch_request(
-    partitions: list[tuple[int, int, int]], *, max_bytes: int, wait_ms: int, isolation: int = 0
+    partitions: list[tuple[int, int, int]],
+    *,
+    max_bytes: int,
+    wait_ms: int,
+    isolation: int = 0,
+    version: int = 12,
+    topics: list[uuid.UUID] | None = None,
 ) -> bytes:
-    r = FetchRequest[12]
-    topic = r.FetchTopic(
-        topic=TOPIC,
-        partitions=[
-            r.FetchTopic.FetchPartition(
-                partition=p, fetch_offset=o, partition_max_bytes=m, current_leader_epoch=-1
-            )
-            for p, o, m in partitions
-        ],
-    )
+    """A consumer's Fetch at ``version`` (kafka-python's request class): ``partitions`` of
+    ``t`` (by name to v12, by its id from v13), or of each of ``topics`` (ids)."""
+    r = FetchRequest[version]
+    entries = [
+        r.FetchTopic.FetchPartition(
+            partition=p, fetch_offset=o, partition_max_bytes=m, current_leader_epoch=-1,
+            last_fetched_epoch=-1, log_start_offset=-1,
+        )
+        for p, o, m in partitions
+    ]  # fmt: skip
+    if version < TOPIC_IDS_FROM:
+        asked = [r.FetchTopic(topic=TOPIC, partitions=entries)]
+    else:
+        asked = [r.FetchTopic(topic_id=t, partitions=entries) for t in topics or [TOPIC_ID]]
     message = r(
         replica_id=-1,
+        replica_state=r.ReplicaState(replica_id=-1, replica_epoch=-1),
         max_wait_ms=wait_ms,
         min_bytes=1,
         max_bytes=max_bytes,
         isolation_level=isolation,
         session_id=0,
         session_epoch=-1,
-        topics=[topic],
+        topics=asked,
         forgotten_topics_data=[],
         rack_id="",
     )
     return request(message)
 
 
-async def _fetch(service: FakeService, payload: bytes) -> object:
+async def _fetch(service: Any, payload: bytes) -> Any:
     ctx = context(service)
-    reply = await fetch(ctx, decoded(payload))
+    request = decoded(payload)
+    reply = await fetch(ctx, request)
     if any(isinstance(b, memoryview) for b in reply.buffers):  # views of what was read
         assert ctx.budget.in_use > 0  # its share of inflight_bytes is held until sent
     reply.release()
     assert ctx.budget.in_use == 0
-    return FetchResponse[12].decode(unframe(reply), version=12, header=True)
+    version = request.api_version
+    return FetchResponse[version].decode(unframe(reply), version=version, header=True)
 
 
 def _record_offsets(records: object) -> list[int]:
@@ -364,3 +410,126 @@ def test_past_the_cap_a_fetch_with_nothing_answers_a_retriable_error() -> None:
     assert (p.error_code, p.high_watermark, p.log_start_offset) == (codes.KAFKA_STORAGE_ERROR,
                                                                     END, 0)  # fmt: skip
     assert _offsets(p) == []
+
+
+# --- topics by id (v13+) ---------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("isolation", [0, 1])
+@pytest.mark.parametrize("version", BY_ID)
+def test_from_v13_topics_are_named_by_id_in_the_request_and_the_answer(
+    version: int, isolation: int
+) -> None:
+    stable = END - 2 * PER_BATCH
+    service = FakeService(stable=stable)
+    payload = _fetch_request(
+        [(0, 0, 10_000), (1, 3, 10_000)],
+        max_bytes=1 << 20, wait_ms=0, isolation=isolation, version=version,
+    )  # fmt: skip
+    response = asyncio.run(_fetch(service, payload))
+    (topic,) = response.responses
+    assert topic.topic_id == TOPIC_ID
+    first, second = topic.partitions
+    last = stable if isolation else END
+    assert (first.partition_index, _offsets(first)) == (0, list(range(last)))
+    assert (second.partition_index, _offsets(second)) == (1, list(range(PER_BATCH, last)))
+    assert (first.error_code, first.high_watermark, first.last_stable_offset) == (0, END, last)
+    aborted = first.aborted_transactions
+    assert aborted is None if not isolation else [(t.producer_id, t.first_offset) for t in aborted]
+    assert sorted(c[:2] for c in service.calls) == [(0, 0), (1, 3)]
+
+
+@pytest.mark.parametrize("version", [13, 18])
+def test_an_id_not_served_answers_unknown_topic_id_and_is_not_read(version: int) -> None:
+    """An unknown id, and the id of an older incarnation of ``t`` still in the bucket (the
+    service reads a name's newest incarnation only): UNKNOWN_TOPIC_ID for each partition,
+    nothing read; the id served, in the same request, is read."""
+    service = FakeService()
+    stranger = uuid.UUID("5eed0000-0000-4000-8000-00000000000f")
+    payload = _fetch_request(
+        [(0, 0, 10_000), (1, 0, 10_000)],
+        max_bytes=1 << 20, wait_ms=60_000, version=version,
+        topics=[stranger, OLD_TOPIC_ID, TOPIC_ID],
+    )  # fmt: skip
+    start = time.monotonic()
+    response = asyncio.run(_fetch(service, payload))
+    assert time.monotonic() - start < 30  # errors and data: answered at once
+    got = [(t.topic_id, p.partition_index, p.error_code, bool(_offsets(p)))
+           for t in response.responses for p in t.partitions]  # fmt: skip
+    unknown = codes.UNKNOWN_TOPIC_ID
+    assert got == [
+        (stranger, 0, unknown, False),
+        (stranger, 1, unknown, False),
+        (OLD_TOPIC_ID, 0, unknown, False),
+        (OLD_TOPIC_ID, 1, unknown, False),
+        (TOPIC_ID, 0, 0, True),
+        (TOPIC_ID, 1, 0, True),
+    ]
+    assert sorted(c[:2] for c in service.calls) == [(0, 0), (1, 0)]  # only TOPIC_ID's
+
+
+def test_a_topic_recreated_under_the_read_never_answers_the_new_incarnations_records() -> None:
+    """The id asked is the newest when looked up, but the read (by name) finds another
+    incarnation: UNKNOWN_TOPIC_ID and no records, its share of inflight_bytes given back; a
+    partition not read in time does not take the other incarnation's bounds either."""
+    service = FakeService(recreate=True)
+    payload = _fetch_request([(0, 0, 1 << 20)], max_bytes=1 << 20, wait_ms=0, version=16)
+    (p,) = asyncio.run(_fetch(service, payload)).responses[0].partitions
+    assert (p.error_code, _offsets(p), p.high_watermark) == (codes.UNKNOWN_TOPIC_ID, [], -1)
+    assert service.calls  # it was read, and not answered
+
+    async def late() -> Any:
+        held = FakeService(recreate=True, gates={1: asyncio.Event()})  # never set
+        both = _fetch_request(
+            [(0, 0, 1 << 20), (1, 0, 1 << 20)], max_bytes=1 << 20, wait_ms=0, version=16
+        )
+        return await _fetch(held, both)
+
+    first, second = asyncio.run(late()).responses[0].partitions
+    assert [first.error_code, second.error_code] == [codes.UNKNOWN_TOPIC_ID] * 2
+    assert (second.high_watermark, _offsets(second)) == (-1, [])
+
+
+def test_while_the_catalog_is_not_loaded_an_id_answers_its_error() -> None:
+    class Loading(FakeService):
+        async def topics(self) -> dict[str, list[uuid.UUID]]:
+            raise NotReadyError("the catalog of remote segments is not loaded yet")
+
+    service = Loading()
+    payload = _fetch_request([(0, 0, 1 << 20)], max_bytes=1 << 20, wait_ms=0, version=13)
+    (p,) = asyncio.run(_fetch(service, payload)).responses[0].partitions
+    assert (p.error_code, _offsets(p)) == (codes.LEADER_NOT_AVAILABLE, [])
+    assert service.calls == []
+
+
+def test_by_id_the_acl_is_the_topics_and_a_refused_topic_is_not_read(tmp_path: Path) -> None:
+    """bob may describe ``t`` but not read it: its id answers TOPIC_AUTHORIZATION_FAILED, as
+    its name does to v12 (``test_acl.py``); alice reads it."""
+    sec = asyncio.run(secured(tmp_path))
+    service = FakeService()
+    ctx = replace(context(service, **sec.settings_args), access=sec.access)
+    payload = _fetch_request([(0, 0, 1 << 20)], max_bytes=1 << 20, wait_ms=0, version=15)
+
+    def ask(who: str) -> Any:
+        reply = asyncio.run(answer(ctx, payload, Session("127.0.0.1", who)))
+        assert reply is not None
+        reply.release()
+        (p,) = (
+            FetchResponse[15]
+            .decode(unframe(reply), version=15, header=True)
+            .responses[0]
+            .partitions
+        )
+        return p.error_code, bool(_offsets(p))
+
+    assert ask("User:bob") == (codes.TOPIC_AUTHORIZATION_FAILED, False)
+    assert service.calls == []
+    assert ask("User:alice") == (codes.NONE, True)
+
+
+def test_a_null_topic_id_is_a_malformed_request() -> None:
+    payload = _fetch_request([(0, 0, 1000)], max_bytes=1 << 20, wait_ms=0, version=13)
+    request = decoded(payload)
+    request.body.topics[0].topic_id = None
+    with pytest.raises(MalformedRequestError, match="topic id is null"):
+        asyncio.run(fetch(context(FakeService()), request))

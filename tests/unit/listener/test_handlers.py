@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import struct
+import time
 import uuid
 from typing import Any
 
@@ -16,10 +17,15 @@ from kafka.protocol.metadata.metadata import MetadataRequest, MetadataResponse
 from kafka.protocol.producer.produce import ProduceRequest, ProduceResponse
 
 from gateway.config import parse_listener, settings_for
-from gateway.errors import ConfigurationError
+from gateway.errors import ConfigurationError, DeadlineExceededError
 from gateway.listener import codes
-from gateway.listener.framing import MAX_FRAME_BYTES, MalformedRequestError, frame_size
-from gateway.listener.handlers import VERSIONS
+from gateway.listener.framing import (
+    LIST_OFFSETS,
+    MAX_FRAME_BYTES,
+    MalformedRequestError,
+    frame_size,
+)
+from gateway.listener.handlers import VERSIONS, _epoch_of
 from gateway.listener.server import answer, check_listener
 from tests.unit.listener.support import (
     END,
@@ -105,10 +111,12 @@ def test_metadata_of_all_topics_and_by_topic_id() -> None:
     assert [t.error_code for t in response.topics] == [codes.UNKNOWN_TOPIC_ID]
 
 
-@pytest.mark.parametrize("version", [1, 4, 7])
-def test_list_offsets_specs(version: int) -> None:
+def _list_offsets(
+    version: int, specs: list[int], *, isolation: int = 1, timeout_ms: int = 0, **settings: Any
+) -> Any:
+    """ListOffsets ``version`` for ``specs`` on ``t``-0 and EARLIEST on a topic not in the
+    bucket; the answer decoded."""
     r = ListOffsetsRequest[version]
-    specs = [-2, -1, 1_700_000_000_005, 1_800_000_000_000] + ([-3] if version >= 7 else [])
     partitions = [
         r.ListOffsetsTopic.ListOffsetsPartition(
             partition_index=0, timestamp=t, current_leader_epoch=-1
@@ -119,15 +127,85 @@ def test_list_offsets_specs(version: int) -> None:
         r.ListOffsetsTopic(name=TOPIC, partitions=partitions),
         r.ListOffsetsTopic(name="nope", partitions=partitions[:1]),
     ]
-    message = r(replica_id=-1, isolation_level=1, topics=topics)
-    response = _ask(message, ListOffsetsResponse[version], version)
+    message = r(replica_id=-1, isolation_level=isolation, topics=topics, timeout_ms=timeout_ms)
+    payload = request(message, correlation_id=9)
+    reply = asyncio.run(answer(context(FakeService(stable=END - 6), **settings), payload))
+    return ListOffsetsResponse[version].decode(unframe(reply), version=version, header=True)
+
+
+LIST_OFFSETS_SERVED = range(VERSIONS[LIST_OFFSETS][0], VERSIONS[LIST_OFFSETS][1] + 1)
+
+
+@pytest.mark.parametrize("isolation", [0, 1])
+@pytest.mark.parametrize("version", LIST_OFFSETS_SERVED)
+def test_list_offsets_specs(version: int, isolation: int) -> None:
+    """Every special timestamp from its first version (``remote-read-semantics.md`` §12.1),
+    UNSUPPORTED_VERSION below it: -1 LATEST (the last stable offset for read_committed), -2
+    EARLIEST, -3 MAX_TIMESTAMP (v7), -4 EARLIEST_LOCAL (v8: the remote log end, where a log
+    with no local part begins), -5 LATEST_TIERED (v9: the highest offset in remote storage,
+    its epoch), -6 EARLIEST_PENDING_UPLOAD (v11: the remote log end); -4 to -6 whatever the
+    isolation level; -7 is no timestamp."""
+    assert (min(LIST_OFFSETS_SERVED), max(LIST_OFFSETS_SERVED)) == (1, 11)
+    specs = [-2, -1, 1_700_000_000_005, 1_800_000_000_000, -3, -4, -5, -6, -7]
+    response = _list_offsets(version, specs, isolation=isolation)
     known, unknown = response.topics
     got = [(p.error_code, p.offset, p.timestamp) for p in known.partitions]
-    want = [(0, 0, -1), (0, END, -1), (0, 5, 1_700_000_000_005), (0, -1, -1)]
-    if version >= 7:
-        want.append((0, END - 1, 1_700_000_000_000 + END - 1))
+    latest = END - 6 if isolation and version >= 2 else END
+    unsupported = (codes.UNSUPPORTED_VERSION, -1, -1)
+    want = [
+        (0, 0, -1),
+        (0, latest, -1),
+        (0, 5, 1_700_000_000_005),
+        (0, -1, -1),
+        (0, END - 1, 1_700_000_000_000 + END - 1) if version >= 7 else unsupported,
+        (0, END, -1) if version >= 8 else unsupported,
+        (0, END - 1, -1) if version >= 9 else unsupported,
+        (0, END, -1) if version >= 11 else unsupported,
+        unsupported,
+    ]
     assert got == want
+    if version >= 4:  # the leader epoch of each answer: the fake's lineage (1 at 0, 3 at 5)
+        epochs = [p.leader_epoch for p in known.partitions]
+        assert epochs[5:8] == [3 if version >= v else -1 for v in (8, 9, 11)]
     assert [p.error_code for p in unknown.partitions] == [codes.UNKNOWN_TOPIC_OR_PARTITION]
+
+
+def test_latest_tiered_is_the_epoch_of_the_highest_remote_offset() -> None:
+    lineage = ((1, 0), (3, 5), (4, 9))
+    assert [_epoch_of(lineage, o) for o in (0, 4, 5, 8, 9, 100)] == [1, 1, 3, 3, 4, 4]
+    assert _epoch_of((), 5) == -1
+    assert _epoch_of(((2, 10),), 5) == -1
+
+
+class _Slow(FakeService):
+    """``list_offsets`` that waits for its deadline and fails there, as the service's."""
+
+    async def list_offsets(self, *args: Any, **kwargs: Any) -> Any:
+        deadline = args[3]
+        await asyncio.sleep(max(0.0, deadline.remaining()))
+        raise DeadlineExceededError("list offsets: the deadline passed")
+
+
+def test_list_offsets_v10_timeout_ms_is_the_deadline_within_request_timeout_ms() -> None:
+    r = ListOffsetsRequest[10]
+    asked = [r.ListOffsetsTopic(name=TOPIC, partitions=[r.ListOffsetsTopic.ListOffsetsPartition(
+        partition_index=0, timestamp=1_700_000_000_005, current_leader_epoch=-1)])]  # fmt: skip
+
+    def ask(timeout_ms: int, request_timeout_ms: int) -> tuple[float, int]:
+        message = r(replica_id=-1, isolation_level=0, topics=asked, timeout_ms=timeout_ms)
+        ctx = context(_Slow(), request_timeout_ms=request_timeout_ms)
+        start = time.monotonic()
+        reply = asyncio.run(answer(ctx, request(message)))
+        took = time.monotonic() - start
+        response = ListOffsetsResponse[10].decode(unframe(reply), version=10, header=True)
+        return took, response.topics[0].partitions[0].error_code
+
+    took, error = ask(200, 20_000)  # the request's own timeout, shorter
+    assert 0.2 <= took < 10 and error == codes.KAFKA_STORAGE_ERROR
+    took, error = ask(20_000, 300)  # within request_timeout_ms
+    assert 0.3 <= took < 10 and error == codes.KAFKA_STORAGE_ERROR
+    took, error = ask(0, 250)  # none given: request_timeout_ms
+    assert 0.25 <= took < 10 and error == codes.KAFKA_STORAGE_ERROR
 
 
 def test_produce_is_refused_with_a_clear_message() -> None:
@@ -147,8 +225,10 @@ def test_produce_is_refused_with_a_clear_message() -> None:
 def test_unknown_api_keys_and_versions_are_malformed() -> None:
     with pytest.raises(MalformedRequestError, match="API key 11"):
         asyncio.run(answer(context(), struct.pack(">hhih", 11, 0, 1, -1)))
-    with pytest.raises(MalformedRequestError, match="version 13"):
-        asyncio.run(answer(context(), struct.pack(">hhih", 1, 13, 1, -1)))
+    with pytest.raises(MalformedRequestError, match="version 19"):
+        asyncio.run(answer(context(), struct.pack(">hhih", 1, 19, 1, -1)))
+    with pytest.raises(MalformedRequestError, match="version 12"):
+        asyncio.run(answer(context(), struct.pack(">hhih", 2, 12, 1, -1)))
     with pytest.raises(MalformedRequestError, match="does not decode"):
         asyncio.run(answer(context(), struct.pack(">hhih", 3, 1, 1, -1) + b"\x00"))
 
