@@ -164,6 +164,14 @@ class Settings(BaseSettings):
         "kafka_listener's own; port 0: the port it took); required when kafka_listener binds "
         "a wildcard address such as 0.0.0.0",
     )
+    kafka_reauth_ms: int = Field(
+        default=3_600_000,
+        ge=0,
+        description="the longest a SASL session of the Kafka listener lasts (Kafka's "
+        "connections.max.reauth.ms, KIP-368): past it, a connection must re-authenticate on "
+        "itself or is closed at its next request, so a revoked API key or an expired JWT stops "
+        "reading; a JWT's own expiry shortens it; 0: no bound but the JWT's",
+    )
     log_level: LogLevel = Field(
         default="info", description="debug, info, warning, error or critical"
     )

@@ -3,8 +3,9 @@
 Per API (Kafka's name: ``Fetch``, ``Metadata``, ...), version and error (the first error code
 an answer carries, by Kafka's name, ``NONE`` when none): requests and their latency until the
 answer is written; response bytes per API; connections open, accepted and refused (beyond
-``max_connections``); SASL authentications and failures by mechanism; connections closed for
-a frame that is not a request this listener takes. Every label takes a bounded set of values
+``max_connections``); SASL authentications, re-authentications (KIP-368) and failures by
+mechanism; connections closed for a frame that is not a request this listener takes, and for
+a request past the end of their SASL session. Every label takes a bounded set of values
 (no topic, no principal, no client id).
 
 The registry belongs to one listener; :func:`gateway.listener.server.listening` adds it to the
@@ -77,6 +78,21 @@ class ListenerMetrics:
             PREFIX + "authentication_failures",
             "Failed SASL exchanges (a wrong key or token, an unsupported mechanism, out of "
             "order), by mechanism (none: before one was chosen)",
+            ["mechanism"],
+            registry=r,
+        )
+
+        self.reauthentications = Counter(
+            PREFIX + "reauthentications",
+            "Successful SASL re-authentications (KIP-368) of an authenticated connection, which "
+            "renew its session, by mechanism",
+            ["mechanism"],
+            registry=r,
+        )
+        self.session_expiries = Counter(
+            PREFIX + "session_expiries",
+            "Kafka connections closed for a request past the end of their SASL session "
+            "(kafka_reauth_ms, or the JWT's exp) with no re-authentication, by mechanism",
             ["mechanism"],
             registry=r,
         )

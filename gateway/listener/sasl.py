@@ -15,11 +15,24 @@ Kafka SASL listener does.
   still follow and its principal replaces the certificate's (Kafka's SASL_SSL). After v0 the next
   frame is the bare SASL token (no request header), answered by a bare frame (Kafka's v0
   exchange); after v1 the token comes in SaslAuthenticate.
-* **SaslAuthenticate** (v0-v2): success answers no error, empty ``auth_bytes`` and
-  ``session_lifetime_ms`` 0 (re-authentication, KIP-368, is not offered); failure answers
-  ``SASL_AUTHENTICATION_FAILED`` with the check that failed (never the credential) and closes
-  the connection. Out of order (no handshake first, a second authentication):
-  ``ILLEGAL_SASL_STATE``, then closed.
+* **SaslAuthenticate** (v0-v2): success answers no error, empty ``auth_bytes`` and (v1+)
+  ``session_lifetime_ms``, see below; failure answers ``SASL_AUTHENTICATION_FAILED`` with the
+  check that failed (never the credential) and closes the connection. Out of order (no
+  handshake first, a second handshake before the token): ``ILLEGAL_SASL_STATE``, then closed.
+* **Re-authentication** (KIP-368, Kafka's ``connections.max.reauth.ms``): a SASL session lasts
+  ``kafka_reauth_ms``, or until the JWT's ``exp`` for OAUTHBEARER when that comes first
+  (0: only the JWT bounds it, as Kafka bounds an OAUTHBEARER session by its token even then);
+  SaslAuthenticate v1+ tells the client that lifetime. Before it ends the client sends
+  SaslHandshake v1 and SaslAuthenticate again on the same connection: accepted with the same
+  mechanism and the same principal (the credential checked again, as for a new connection), it
+  renews the lifetime; another mechanism or version 0 is ``ILLEGAL_SASL_STATE``, another
+  principal ``SASL_AUTHENTICATION_FAILED``, both closing the connection (Kafka's broker);
+  so does any other request between that handshake and its SaslAuthenticate. A request other
+  than SaslHandshake and SaslAuthenticate
+  past the session's end closes the connection (:class:`SessionExpiredError`), and so does any
+  request on a session whose client was told no lifetime (SaslAuthenticate v0, the bare v0
+  token): it cannot re-authenticate, so it reconnects. Sessions named by the TLS certificate
+  alone, and anonymous ones, do not expire.
 * **PLAIN** (RFC 4616, ``[authzid] NUL username NUL password``): the password is a gateway API
   key (``tgk_...``), checked as HTTP checks ``X-API-Key``; the key alone names the principal
   (the key file's), so the username is not checked against anything (Confluent Cloud's
@@ -35,10 +48,14 @@ Kafka SASL listener does.
 
 from __future__ import annotations
 
+import json
 import logging
-from collections.abc import Mapping
+import time
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Final
+
+from jwt.utils import base64url_decode
 
 from gateway.config import Settings
 from gateway.errors import AuthenticationError, AuthUnavailableError
@@ -79,19 +96,64 @@ class SaslFailedError(AuthenticationError):
         self.mechanism = mechanism
 
 
+class SessionExpiredError(AuthenticationError):
+    """A request past the end of the connection's SASL session, with no re-authentication
+    begun (or none possible): the connection is closed, unanswered, as Kafka's broker does."""
+
+    def __init__(self, message: str, mechanism: str) -> None:
+        super().__init__(message)
+        self.mechanism = mechanism
+
+
+@dataclass(frozen=True, slots=True)
+class Proof:
+    """What a SASL token proved: the principal, and when the credential expires (a JWT's
+    ``exp``, seconds since the epoch; None for an API key)."""
+
+    principal: str
+    expires: float | None = None
+
+
 @dataclass(slots=True)
 class Session:
-    """One connection's authentication state."""
+    """One connection's authentication state. ``clock`` (monotonic seconds) dates the session's
+    end and ``wall`` (seconds since the epoch) measures a JWT's ``exp``: tests inject them."""
 
     host: str  # the client's address
     principal: str | None  # None: not authenticated yet
     mechanism: str | None = None  # chosen by a SaslHandshake, until its token came
     raw_token_next: bool = False  # after a v0 handshake: the next frame is a bare token
-    sasl_done: bool = False  # a SASL exchange succeeded (no second one: no KIP-368)
+    sasl_mechanism: str | None = None  # the mechanism that proved the principal (None: no SASL)
+    expires_at: float | None = None  # the clock() time the SASL session ends; None: never
+    reauthenticable: bool = False  # told its lifetime (SaslAuthenticate v1+): may re-authenticate
+    reauthenticating: bool = False  # a re-authentication's handshake came, its token not yet
+    clock: Callable[[], float] = time.monotonic
+    wall: Callable[[], float] = time.time
 
     @property
     def authenticated(self) -> bool:
         return self.principal is not None
+
+    @property
+    def expired(self) -> bool:
+        """The SASL session has ended (a connection with no SASL session never does)."""
+        return self.expires_at is not None and self.clock() >= self.expires_at
+
+    def start(self, mechanism: str, proof: Proof, reauth_ms: int, *, told: bool) -> int:
+        """Begin (or renew) the SASL session ``proof`` proved with ``mechanism``: it lasts
+        ``reauth_ms`` (0: no bound), or until the credential expires when that is sooner (0 ms
+        left for a JWT inside the verifier's leeway: it ends now, as Kafka's). ``told``: the
+        client gets the lifetime (SaslAuthenticate v1+) and so may re-authenticate. Returns the
+        ``session_lifetime_ms`` to answer (0: no bound)."""
+        lifetime_ms: int | None = reauth_ms if reauth_ms > 0 else None
+        if proof.expires is not None:
+            left_ms = max(0, int((proof.expires - self.wall()) * 1000))
+            lifetime_ms = left_ms if lifetime_ms is None else min(lifetime_ms, left_ms)
+        self.principal, self.sasl_mechanism = proof.principal, mechanism
+        self.mechanism, self.reauthenticating = None, False
+        self.expires_at = None if lifetime_ms is None else self.clock() + lifetime_ms / 1000
+        self.reauthenticable = told and lifetime_ms is not None
+        return lifetime_ms or 0
 
 
 async def open_session(access: Access, host: str, peer_cert: Mapping[str, Any] | None) -> Session:
@@ -117,42 +179,67 @@ def _response(request: Request) -> Any:
 
 
 def handshake(settings: Settings, session: Session, request: Request) -> Reply:
-    """The SaslHandshake answer; the session then waits for the chosen mechanism's token."""
+    """The SaslHandshake answer; the session then waits for the chosen mechanism's token. On a
+    session a SASL exchange authenticated, this begins a re-authentication (see the module
+    docstring)."""
     offered = list(mechanisms(settings))
     response_class = _response(request)
     asked = request.body.mechanism
+    why = None
     if asked not in offered:
         code = codes.UNSUPPORTED_SASL_MECHANISM
-    elif session.sasl_done or session.mechanism is not None:
+    elif session.mechanism is not None:
+        code, why = codes.ILLEGAL_SASL_STATE, "a second SaslHandshake before the token"
+    elif session.sasl_mechanism is not None and (why := _no_reauth(session, request)):
         code = codes.ILLEGAL_SASL_STATE
     else:
+        session.reauthenticating = session.sasl_mechanism is not None
         session.mechanism = asked
         session.raw_token_next = request.api_version == 0
         body = response_class(error_code=codes.NONE, mechanisms=offered)
         return Reply([frame(body, request.correlation_id)])
     body = response_class(error_code=code, mechanisms=offered)
-    log.info("Kafka listener: SaslHandshake %r from %s: error %d", asked, session.host, code)
+    log.info("Kafka listener: SaslHandshake %r from %s: error %d%s", asked, session.host, code,
+             f" ({why})" if why else "")  # fmt: skip
     return Reply([frame(body, request.correlation_id)], error=code, close=True)
 
 
-async def authenticate(access: Access, session: Session, request: Request) -> Reply:
-    """The SaslAuthenticate answer: the principal the token proves, or the failure (and the
-    connection closed after it)."""
+def _no_reauth(session: Session, request: Request) -> str | None:
+    """Why the SaslHandshake ``request`` on an authenticated session may not re-authenticate
+    it; None when it may."""
+    if not session.reauthenticable:
+        return "re-authentication not offered: this connection was told no session lifetime"
+    if request.api_version == 0:
+        return "re-authentication needs SaslHandshake v1"
+    if request.body.mechanism != session.sasl_mechanism:
+        return f"re-authentication may not change the mechanism ({session.sasl_mechanism})"
+    return None
+
+
+async def authenticate(
+    access: Access, session: Session, request: Request, reauth_ms: int = 0
+) -> Reply:
+    """The SaslAuthenticate answer: the principal the token proves and (v1+) the session's
+    lifetime (``reauth_ms``: ``kafka_reauth_ms``), or the failure (and the connection closed
+    after it). A re-authentication must prove the session's principal again."""
     response_class = _response(request)
     mechanism = session.mechanism
     if mechanism is None or session.raw_token_next:
         code, message = codes.ILLEGAL_SASL_STATE, "SaslAuthenticate without a SaslHandshake"
     else:
         try:
-            session.principal = await verify(access, session.host, mechanism,
-                                             request.body.auth_bytes)  # fmt: skip
+            proof = await prove(access, session.host, mechanism, request.body.auth_bytes)
+            if session.reauthenticating and proof.principal != session.principal:
+                log.info("Kafka listener: %s from %s re-authenticated as %s: refused",
+                         session.principal, session.host, proof.principal)  # fmt: skip
+                raise AuthenticationError("re-authentication may not change the principal")
         except AuthenticationError as exc:
             code, message = codes.SASL_AUTHENTICATION_FAILED, f"Authentication failed: {exc}"
         else:
-            session.mechanism, session.sasl_done = None, True
-            body = response_class(
-                error_code=codes.NONE, error_message=None, auth_bytes=b"", session_lifetime_ms=0
-            )
+            told = request.api_version >= 1
+            lifetime_ms = session.start(mechanism, proof, reauth_ms, told=told)
+            body = response_class(error_code=codes.NONE, error_message=None, auth_bytes=b"",
+                                  session_lifetime_ms=lifetime_ms)  # fmt: skip
             return Reply([frame(body, request.correlation_id)])
     log.info("Kafka listener: SASL %s from %s: %s", mechanism, session.host, message)
     body = response_class(
@@ -161,25 +248,33 @@ async def authenticate(access: Access, session: Session, request: Request) -> Re
     return Reply([frame(body, request.correlation_id)], error=code, close=True)
 
 
-async def raw_token(access: Access, session: Session, payload: bytes) -> Reply:
-    """The answer to the bare token that follows a v0 handshake: an empty frame on success;
-    a failure raises :class:`SaslFailedError` (Kafka closes the connection, with no answer)."""
+async def raw_token(access: Access, session: Session, payload: bytes, reauth_ms: int = 0) -> Reply:
+    """The answer to the bare token that follows a v0 handshake: an empty frame on success (the
+    session then ends as :meth:`Session.start` says, and the client, told nothing, cannot
+    re-authenticate); a failure raises :class:`SaslFailedError` (Kafka closes the connection,
+    with no answer)."""
     mechanism = session.mechanism
     assert mechanism is not None
     session.raw_token_next = False
     try:
-        session.principal = await verify(access, session.host, mechanism, payload)
+        proof = await prove(access, session.host, mechanism, payload)
     except AuthenticationError as exc:
         raise SaslFailedError(
             f"SASL {mechanism} (v0) from {session.host}: {exc}", mechanism
         ) from exc
-    session.mechanism, session.sasl_done = None, True
+    session.start(mechanism, proof, reauth_ms, told=False)
     return Reply([size_prefix(0)])
 
 
 async def verify(access: Access, host: str, mechanism: str, token: bytes | None) -> str:
     """The principal ``token`` proves with ``mechanism`` (raises :class:`AuthenticationError`
     naming the check that failed)."""
+    return (await prove(access, host, mechanism, token)).principal
+
+
+async def prove(access: Access, host: str, mechanism: str, token: bytes | None) -> Proof:
+    """What ``token`` proves with ``mechanism``: :func:`verify`'s principal and when the
+    credential expires."""
     if not token:
         raise AuthenticationError("empty SASL token")
     if len(token) > _MAX_TOKEN_BYTES:
@@ -190,7 +285,7 @@ async def verify(access: Access, host: str, mechanism: str, token: bytes | None)
         raise AuthenticationError("SASL token is not UTF-8") from exc
     try:
         if mechanism == PLAIN:
-            return await _plain(access, host, text)
+            return Proof(await _plain(access, host, text))
         return await _oauthbearer(access, host, text)
     except AuthUnavailableError as exc:  # the JWT keys cannot be loaded now: fail closed
         raise AuthenticationError(f"cannot verify tokens now: {exc}") from exc
@@ -210,7 +305,7 @@ async def _plain(access: Access, host: str, text: str) -> str:
     return await access.authenticate(Credentials(host=host, api_key=password))
 
 
-async def _oauthbearer(access: Access, host: str, text: str) -> str:
+async def _oauthbearer(access: Access, host: str, text: str) -> Proof:
     gs2, sep, rest = text.partition("\x01")
     if not sep or not rest.endswith("\x01\x01"):
         raise AuthenticationError("malformed OAUTHBEARER token (RFC 7628 framing)")
@@ -227,13 +322,43 @@ async def _oauthbearer(access: Access, host: str, text: str) -> str:
     principal = await access.authenticate(Credentials(host=host, authorization=auth))
     if authzid and authzid != principal.partition(":")[2]:
         raise AuthenticationError("the authorization id is not the token's principal")
-    return principal
+    return Proof(principal, _expiry(auth))
+
+
+def _expiry(authorization: str) -> float:
+    """The ``exp`` claim of the JWT in ``authorization`` (``Bearer <JWT>``), which
+    :meth:`Access.authenticate` has just verified (signature, and ``exp`` required and not
+    past): only read here, to end the session when the token does. The HTTP API's verifier
+    returns only the principal, so the listener reads the claim itself."""
+    jwt_text = authorization.strip(" \t").rpartition(" ")[2]
+    try:
+        claims = json.loads(base64url_decode(jwt_text.split(".")[1]))
+    except (IndexError, ValueError) as exc:
+        raise AuthenticationError("malformed token") from exc
+    exp = claims.get("exp") if isinstance(claims, dict) else None
+    if isinstance(exp, bool) or not isinstance(exp, int | float):
+        raise AuthenticationError("token has no numeric 'exp' claim")
+    return float(exp)
 
 
 def check_allowed(session: Session, request_key: int) -> None:
-    """Raise :class:`MalformedRequestError` (the connection closes) for a request other than
-    ApiVersions and SASL before the session authenticated."""
-    if session.authenticated or request_key in (API_VERSIONS, SASL_HANDSHAKE, SASL_AUTHENTICATE):
+    """Raise (the connection closes): :class:`MalformedRequestError` for a request other than
+    ApiVersions and SASL before the session authenticated, or other than SASL during a
+    re-authentication; :class:`SessionExpiredError` for one other than SASL (any, when the
+    client cannot re-authenticate) past the session's end."""
+    sasl_key = request_key in (SASL_HANDSHAKE, SASL_AUTHENTICATE)
+    if session.expired and not (sasl_key and session.reauthenticable):
+        mechanism = session.sasl_mechanism or "none"
+        raise SessionExpiredError(
+            f"the SASL {mechanism} session of {session.principal} from {session.host} expired "
+            f"(API key {request_key} came; no re-authentication)",
+            mechanism,
+        )
+    if session.reauthenticating and not sasl_key:
+        raise UnauthenticatedRequestError(
+            f"API key {request_key} from {session.host} during SASL re-authentication"
+        )
+    if session.authenticated or sasl_key or request_key == API_VERSIONS:
         return
     raise UnauthenticatedRequestError(
         f"API key {request_key} from {session.host} before SASL authentication"

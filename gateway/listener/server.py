@@ -13,7 +13,9 @@ Produce (as Kafka: the only way to tell such a producer its request failed). Bey
 Who a connection is comes from :mod:`gateway.listener.sasl` (SASL/PLAIN with the gateway's API
 keys, SASL/OAUTHBEARER with its JWTs, a TLS client certificate), over TLS when ``tls_certfile``
 is set (the HTTP API's certificate, client CA and principal mapping). Before a connection
-authenticated, a request other than ApiVersions and SASL closes it. Each answer is counted in
+authenticated, a request other than ApiVersions and SASL closes it; so does a request past
+the end of its SASL session (``kafka_reauth_ms``, a JWT's ``exp``) unless it re-authenticates
+on the connection (KIP-368, in :mod:`~gateway.listener.sasl`). Each answer is counted in
 :class:`~gateway.listener.metrics.ListenerMetrics` and each data request (Metadata,
 ListOffsets, Fetch) gets an audit line when ``audit_log`` is set.
 
@@ -119,20 +121,22 @@ async def answer(
     ``session`` (default: a new one from no address, with no certificate); ``None`` when the
     request wants none. Raises :class:`~gateway.listener.framing.MalformedRequestError`
     (the connection closes), :class:`~gateway.listener.sasl.SaslFailedError` for a failed bare
-    SASL token."""
+    SASL token, :class:`~gateway.listener.sasl.SessionExpiredError` for a request past the
+    end of the SASL session."""
     if session is None:
         session = open_session(ctx.access)
+    reauth_ms = ctx.settings.kafka_reauth_ms
     if session.raw_token_next:
-        return await sasl.raw_token(ctx.access, session, payload)
+        return await sasl.raw_token(ctx.access, session, payload, reauth_ms)
     key, version, correlation = framing.peek(payload)
+    sasl.check_allowed(session, key)
     if key == framing.API_VERSIONS and version > VERSIONS[key][1]:
         return unsupported_api_versions(correlation)
-    sasl.check_allowed(session, key)
     request = framing.decode(payload, VERSIONS)
     if key == framing.SASL_HANDSHAKE:
         return sasl.handshake(ctx.settings, session, request)
     if key == framing.SASL_AUTHENTICATE:
-        return await sasl.authenticate(ctx.access, session, request)
+        return await sasl.authenticate(ctx.access, session, request, reauth_ms)
     if session.principal is not None:  # else ApiVersions, which needs no principal
         request = dataclasses.replace(request, principal=session.principal, host=session.host)
     return await HANDLERS[request.api_key](ctx, request)
@@ -278,6 +282,9 @@ class KafkaListener:
         except sasl.SaslFailedError as exc:
             log.info("Kafka listener: closing the connection from %s: %s", peer, exc)
             self.metrics.auth_failures.labels(exc.mechanism).inc()
+        except sasl.SessionExpiredError as exc:
+            log.info("Kafka listener: closing the connection from %s: %s", peer, exc)
+            self.metrics.session_expiries.labels(exc.mechanism).inc()
         except framing.MalformedRequestError as exc:
             log.info("Kafka listener: closing the connection from %s: %s", peer, exc)
             self.metrics.malformed.inc()
@@ -312,13 +319,13 @@ class KafkaListener:
             payload = await asyncio.wait_for(reader.readexactly(size), FRAME_TIMEOUT_S)
             started = time.monotonic()
             mechanism = session.mechanism
-            raw = session.raw_token_next
+            raw, renewing = session.raw_token_next, session.reauthenticating
             reply = await answer(self.ctx, payload, session)
             if reply is not None:
                 await self._send(writer, reply)
             key, version, correlation = (-1, 0, 0) if raw else framing.peek(payload)
-            self._observe(session=session, mechanism=mechanism, key=key, version=version,
-                          reply=reply, started=started)  # fmt: skip
+            self._observe(session=session, mechanism=mechanism, renewing=renewing, key=key,
+                          version=version, reply=reply, started=started)  # fmt: skip
             if key in _AUDITED and self._audit is not None:
                 request_id = f"kafka-{connection}-{correlation}"
                 self._audit_line(session=session, request_id=request_id, key=key,
@@ -331,6 +338,7 @@ class KafkaListener:
         *,
         session: sasl.Session,
         mechanism: str | None,
+        renewing: bool,
         key: int,
         version: int,
         reply: framing.Reply | None,
@@ -338,7 +346,8 @@ class KafkaListener:
     ) -> None:
         m = self.metrics
         if mechanism is not None and session.mechanism is None and session.authenticated:
-            m.authentications.labels(mechanism).inc()  # this frame completed the exchange
+            done = m.reauthentications if renewing else m.authentications
+            done.labels(mechanism).inc()  # this frame completed the exchange
         elif reply is not None and reply.close and key in _SASL_KEYS:
             m.auth_failures.labels(session.mechanism or mechanism or "none").inc()
         if key < 0:

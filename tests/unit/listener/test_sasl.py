@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import datetime
 import ssl
+import time
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
@@ -86,6 +87,8 @@ def test_plain_with_an_api_key_authenticates_the_key_s_principal(
             assert handshake.mechanisms == [PLAIN, OAUTHBEARER]
             done = await _authenticate(conn, _plain(sec.api_key, user="anything"), version)
             assert (done.error_code, done.error_message) == (codes.NONE, None)
+            if version >= 1:  # an API key has no expiry: the session lasts kafka_reauth_ms
+                assert done.session_lifetime_ms == listener.ctx.settings.kafka_reauth_ms > 0
             # User:ci may describe nothing: the topic is left out, the connection is served
             assert await _topic_errors(conn) == []
             conn[1].close()
@@ -105,9 +108,13 @@ def test_oauthbearer_with_a_jwt_authenticates_its_subject(
         async with secured_listener(tmp_path) as (listener, _):
             conn = await connect(listener)
             assert (await _handshake(conn, OAUTHBEARER)).error_code == codes.NONE
+            made = time.time()
             done = await _authenticate(conn, _bearer(token(who), authzid=who))
             assert done.error_code == codes.NONE
-            assert done.session_lifetime_ms == 0  # no re-authentication (KIP-368)
+            # the token's 600 s left (exp is whole seconds), sooner than kafka_reauth_ms (1 h)
+            left_ms = (int(made) + 600 - time.time()) * 1000
+            assert left_ms - 1000 <= done.session_lifetime_ms <= left_ms + 1000
+            assert done.session_lifetime_ms < listener.ctx.settings.kafka_reauth_ms
             assert await _topic_errors(conn) == seen
             conn[1].close()
 
@@ -187,9 +194,17 @@ def test_out_of_order_sasl_is_illegal_state_and_closes(tmp_path: Path) -> None:
             assert done.error_code == codes.ILLEGAL_SASL_STATE
             assert await closed(conn[0])
             conn[1].close()
-            conn = await connect(listener)  # a second handshake once authenticated
+            conn = await connect(listener)  # a second handshake before the token
             await _handshake(conn, PLAIN)
-            assert (await _authenticate(conn, _plain(sec.api_key))).error_code == codes.NONE
+            assert (await _handshake(conn, PLAIN)).error_code == codes.ILLEGAL_SASL_STATE
+            assert await closed(conn[0])
+            conn[1].close()
+            # once authenticated with SaslAuthenticate v0 (told no session lifetime): no
+            # re-authentication (KIP-368 needs v1), a second handshake is out of order
+            conn = await connect(listener)
+            await _handshake(conn, PLAIN)
+            done = await _authenticate(conn, _plain(sec.api_key), version=0)
+            assert done.error_code == codes.NONE
             assert (await _handshake(conn, PLAIN)).error_code == codes.ILLEGAL_SASL_STATE
             assert await closed(conn[0])
             conn[1].close()
