@@ -5,7 +5,8 @@ an answer carries, by Kafka's name, ``NONE`` when none): requests and their late
 answer is written; response bytes per API; connections open, accepted and refused (beyond
 ``max_connections``); SASL authentications, re-authentications (KIP-368) and failures by
 mechanism; connections closed for a frame that is not a request this listener takes, and for
-a request past the end of their SASL session. Every label takes a bounded set of values
+a request past the end of their SASL session; requests held back for their principal's rate,
+and for how long. Every label takes a bounded set of values
 (no topic, no principal, no client id).
 
 The registry belongs to one listener; :func:`gateway.listener.server.listening` adds it to the
@@ -94,6 +95,19 @@ class ListenerMetrics:
             "Kafka connections closed for a request past the end of their SASL session "
             "(kafka_reauth_ms, or the JWT's exp) with no re-authentication, by mechanism",
             ["mechanism"],
+            registry=r,
+        )
+
+        self.throttled = Counter(
+            PREFIX + "throttled_requests",
+            "Kafka requests held back because their principal was over rate_limit_per_s (the "
+            "HTTP API's per-principal limit, shared with it), by API",
+            ["api"],
+            registry=r,
+        )
+        self.throttle_seconds = Counter(
+            PREFIX + "throttle_seconds",
+            "Seconds Kafka connections were held back (muted) for their principal's rate",
             registry=r,
         )
 

@@ -48,7 +48,7 @@ from typing import Final
 from prometheus_client.registry import Collector
 
 from gateway.config import Settings, parse_listener
-from gateway.errors import ConfigurationError
+from gateway.errors import ConfigurationError, RateLimitedError
 from gateway.listener import codes, framing, sasl
 from gateway.listener.context import Context
 from gateway.listener.handlers import HANDLERS, VERSIONS, unsupported_api_versions
@@ -74,6 +74,8 @@ otherwise hold the worker's shutdown for asyncio's 30 s TLS shutdown timeout."""
 _DRAIN_AT: Final = 256 * 1024
 _AUDITED: Final = frozenset({framing.METADATA, framing.LIST_OFFSETS, framing.FETCH})
 _SASL_KEYS: Final = frozenset({-1, framing.SASL_HANDSHAKE, framing.SASL_AUTHENTICATE})
+_UNCOUNTED: Final = _SASL_KEYS | {framing.API_VERSIONS}  # not counted against the rate
+MIN_THROTTLE_S: Final = 0.001
 
 
 def is_loopback(host: str) -> bool:
@@ -107,6 +109,21 @@ def check_listener(settings: Settings) -> None:
             "clients connect to with --kafka-advertised-listener (Metadata answers name it, "
             "and a client told to connect to 0.0.0.0 cannot)"
         )
+
+
+async def within_rate(access: Access, principal: str) -> float:
+    """Wait until ``principal`` may send one more request (:meth:`Access.limit`, which takes
+    it); the seconds waited (0 within its rate, or with no limit configured)."""
+    waited = 0.0
+    while True:
+        try:
+            access.limit(principal)
+        except RateLimitedError as exc:
+            pause = max(exc.retry_after_s, MIN_THROTTLE_S)
+            await asyncio.sleep(pause)
+            waited += pause
+        else:
+            return waited
 
 
 def open_session(access: Access) -> sasl.Session:
@@ -317,9 +334,11 @@ class KafkaListener:
                 return  # closed between requests
             size = framing.frame_size(prefix)
             payload = await asyncio.wait_for(reader.readexactly(size), FRAME_TIMEOUT_S)
+            raw, renewing = session.raw_token_next, session.reauthenticating
+            if not raw and session.principal is not None:
+                await self._within_rate(session.principal, framing.peek(payload)[0])
             started = time.monotonic()
             mechanism = session.mechanism
-            raw, renewing = session.raw_token_next, session.reauthenticating
             reply = await answer(self.ctx, payload, session)
             if reply is not None:
                 await self._send(writer, reply)
@@ -332,6 +351,20 @@ class KafkaListener:
                                  version=version, reply=reply)  # fmt: skip
             if reply is not None and reply.close:
                 return
+
+    async def _within_rate(self, principal: str, key: int) -> None:
+        """Hold this connection until ``principal`` may send one more request under
+        ``rate_limit_per_s`` (the HTTP API's limiter: one budget per principal for both).
+        As a broker throttles a client over its quota by muting its connection (KIP-219), the
+        request waits and the connection's next one is not read meanwhile; the answer then
+        says ``throttle_time_ms`` 0, the throttle being served already (a client told more
+        would wait again). ApiVersions and SASL are not counted."""
+        if key in _UNCOUNTED:
+            return
+        waited = await within_rate(self.ctx.access, principal)
+        if waited > 0:
+            self.metrics.throttled.labels(framing.API_NAMES.get(key, str(key))).inc()
+            self.metrics.throttle_seconds.inc(waited)
 
     def _observe(
         self,

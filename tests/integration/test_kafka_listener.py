@@ -21,6 +21,8 @@ import struct
 import subprocess
 import sys
 import time
+import urllib.error
+import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, Final
@@ -54,14 +56,17 @@ def bucket(tmp_path_factory: pytest.TempPathFactory) -> IndependentBucket:
     return written
 
 
-def _start(bucket: IndependentBucket, log_path: Path) -> tuple[subprocess.Popen[bytes], int]:
-    """``serve`` with the Kafka listener on port 0; the process and the listener's port (from
-    its log line), once its first bucket scan is done (a Metadata answer lists the topics)."""
+def _start(
+    bucket: IndependentBucket, log_path: Path, *extra: str
+) -> tuple[subprocess.Popen[bytes], int]:
+    """``serve`` with the Kafka listener on port 0 (and ``extra`` arguments); the process and
+    the listener's port (from its log line), once its first bucket scan is done (a Metadata
+    answer lists the topics)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("TIERED_GATEWAY_")}
     args = bucket.serve_args((bucket.root / "bucket").as_uri())
     command = [sys.executable, "-m", "gateway.cli", "serve", *args, "--workers", "1",
                "--port", "0", "--kafka-listener", "127.0.0.1:0", "--rescan-interval-s", "0",
-               "--log-level", "info"]  # fmt: skip
+               "--log-level", "info", *extra]  # fmt: skip
     with log_path.open("wb") as log:
         proc = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=env)
     deadline = time.monotonic() + 60
@@ -340,6 +345,43 @@ def test_confluent_kafka_offsets_for_times_equal_a_brute_force_search(
             assert (low, high) == (0, written.next_offset)
     finally:
         consumer.close()
+
+
+def test_a_principal_over_its_rate_is_throttled_and_reads_exactly(
+    bucket: IndependentBucket, tmp_path: Path
+) -> None:
+    """``rate_limit_per_s`` counts Kafka requests: a kafka-python consumer at 20 requests a
+    second (fetches of one small batch each) is held back, reads every record exactly, and
+    ``/metrics`` counts the held Fetch requests."""
+    log_path = tmp_path / "serve.log"
+    proc, port = _start(bucket, log_path, "--rate-limit-per-s", "20", "--rate-limit-burst", "2")
+    try:
+        written = max(bucket.partitions.values(), key=lambda w: w.next_offset)
+        got = _kafka_python_read(port, written, "read_uncommitted", SIZES[0])
+        assert got == _expected(written, "read_uncommitted")
+        found = re.search(r"Uvicorn running on http://127\.0\.0\.1:(\d+)", log_path.read_text())
+        assert found
+        metrics = _metrics_text(int(found.group(1)))
+        held = re.search(r'tiered_gateway_kafka_throttled_requests_total\{api="Fetch"\} (\S+)',
+                         metrics)  # fmt: skip
+        assert held and float(held.group(1)) > 0, metrics[-2000:]
+    finally:
+        stop(proc)
+
+
+def _metrics_text(http_port: int) -> str:
+    """``/metrics``, asked again while the shared budget answers 429 (the same anonymous
+    principal's HTTP requests count against the rate too)."""
+    start = time.monotonic()
+    while True:
+        guard(start, "/metrics")
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{http_port}/metrics", timeout=30) as r:
+                return str(r.read().decode())
+        except urllib.error.HTTPError as exc:
+            if exc.code != 429:
+                raise
+            time.sleep(float(exc.headers.get("Retry-After", "1")))
 
 
 def test_garbage_and_a_vanished_client_leave_the_listener_serving(
