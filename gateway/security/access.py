@@ -7,7 +7,8 @@ before anything about a topic is read or listed.
 * **Who.** A bearer token (``Authorization``) goes to the JWT authenticator, an ``X-API-Key``
   to the API keys, a verified client certificate to the principal mapper; presented
   credentials that do not verify are a 401, never a fall back to anonymous. A request that
-  presents none is ``User:ANONYMOUS``.
+  presents none is ``User:ANONYMOUS``. A key removed from the API key file is refused from
+  the file's next check on (within a second), without a restart.
 * **What.** With an ACL file, Kafka's rules decide (``Read`` for records, ``Describe`` for
   offsets, partitions, segments and the topic list). Without one (allowed only when no
   authentication is configured: the local default), everything is allowed.
@@ -32,7 +33,7 @@ from gateway.errors import (
     TopicAuthorizationError,
 )
 from gateway.security.acl import ANONYMOUS, AclFile, AclSet, Operation, ResourceType
-from gateway.security.apikeys import ApiKeys
+from gateway.security.apikeys import ApiKeyFile
 from gateway.security.jwt_auth import JwksCache, JwtAuthenticator, JwtSettings
 from gateway.security.mtls import PrincipalMapper, subject_dn
 from gateway.security.ratelimit import RateLimiter
@@ -60,7 +61,7 @@ class Access:
         *,
         acls: AclFile | None = None,
         jwt: JwtAuthenticator | None = None,
-        api_keys: ApiKeys | None = None,
+        api_keys: ApiKeyFile | None = None,
         mtls: PrincipalMapper | None = None,
         limiter: RateLimiter | None = None,
         jwks: JwksCache | None = None,
@@ -167,7 +168,9 @@ class Access:
 
 def access_for(settings: Settings) -> Access:
     """The :class:`Access` ``settings`` describe: their files read and checked now (a bad
-    one raises :class:`~gateway.errors.ConfigurationError` before the server starts)."""
+    one raises :class:`~gateway.errors.ConfigurationError` before the server starts). The ACL
+    and API key files are then reloaded when they change (a bad change keeps what is in force:
+    :class:`~gateway.security.watched.WatchedFile`)."""
     supers = frozenset(settings.super_users)
     acls = None if settings.acl_file is None else AclFile(settings.acl_file, super_users=supers)
     jwt, jwks = None, None
@@ -183,7 +186,7 @@ def access_for(settings: Settings) -> Access:
         )
         jwks = JwksCache(jwt_settings)
         jwt = JwtAuthenticator(jwt_settings, jwks)
-    api_keys = None if settings.api_keys_file is None else ApiKeys.load(settings.api_keys_file)
+    api_keys = None if settings.api_keys_file is None else ApiKeyFile(settings.api_keys_file)
     mtls = None
     if settings.tls_client_ca is not None:
         mtls = PrincipalMapper.parse(settings.tls_principal_mapping_rules)

@@ -30,10 +30,7 @@ Describe and an ALLOW of AlterConfigs implies DescribeConfigs (``IMPLIES_DESCRIB
 
 from __future__ import annotations
 
-import logging
-import os
 import re
-import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
@@ -42,6 +39,7 @@ from pathlib import Path
 from typing import Final, TypeAlias, TypeVar
 
 from gateway.errors import ConfigurationError
+from gateway.security.watched import WatchedFile
 
 Principal: TypeAlias = str
 """``type:name`` as Kafka's ``KafkaPrincipal.toString`` prints it, e.g. ``User:alice``."""
@@ -50,8 +48,6 @@ ANONYMOUS: Final[Principal] = "User:ANONYMOUS"
 WILDCARD_PRINCIPAL: Final[Principal] = "User:*"
 WILDCARD_HOST: Final = "*"
 WILDCARD_RESOURCE: Final = "*"
-
-log = logging.getLogger(__name__)
 
 
 class Operation(StrEnum):
@@ -385,22 +381,12 @@ def _parse(text: str, source: str) -> list[AclEntry]:
 
 # --- the file, reloaded on change ------------------------------------------------------------
 
-_Stamp: TypeAlias = tuple[int, int, int]
 
-
-def _stamp(st: os.stat_result) -> _Stamp:
-    return (st.st_mtime_ns, st.st_size, st.st_ino)
-
-
-class AclFile:
-    """An ACL file that is re-read when it changes, without a restart.
-
-    :meth:`current` stats the file at most every ``check_every_s`` seconds of ``clock``
-    (mtime_ns, size, inode) and reloads it when that changed. An edit that does not parse, or a
-    removed file, keeps the previous set in force and is recorded in :attr:`last_error` and
-    :attr:`failed_reloads`: a bad edit never opens or closes everything. Write the file
-    atomically (a temporary file renamed over it) so a half-written file is never read; a file
-    that changes while it is read is read again at the next check."""
+class AclFile(WatchedFile[AclSet]):
+    """An ACL file that is re-read when it changes, without a restart (a
+    :class:`~gateway.security.watched.WatchedFile`: a bad edit or a removed file keeps the
+    previous rules in force, logged, in :attr:`last_error` and :attr:`failed_reloads`).
+    ``super_users`` apply to every version of the file."""
 
     def __init__(
         self,
@@ -410,84 +396,9 @@ class AclFile:
         clock: Callable[[], float] = time.monotonic,
         check_every_s: float = 1.0,
     ) -> None:
-        self._path = path
-        self._super_users = super_users
-        self._clock = clock
-        self._check_every_s = check_every_s
-        self._lock = threading.Lock()
-        try:
-            self._stamp: _Stamp | None
-            self._stamp, self._acls = self._load()
-        except OSError as exc:
-            raise ConfigurationError(f"ACL file {path} cannot be read: {exc.strerror}") from exc
-        self._next_check = clock() + check_every_s
-        self._last_error: str | None = None
-        self._reloads = 0
-        self._failed_reloads = 0
+        def parse(text: str, source: str) -> AclSet:
+            return AclSet.parse(text, source, super_users=super_users)
 
-    @property
-    def path(self) -> Path:
-        return self._path
-
-    @property
-    def last_error(self) -> str | None:
-        """Why the latest reload failed; None once a reload succeeds."""
-        return self._last_error
-
-    @property
-    def reloads(self) -> int:
-        """Successful reloads after the first load."""
-        return self._reloads
-
-    @property
-    def failed_reloads(self) -> int:
-        """Changes (or removals) of the file that left the previous set in force."""
-        return self._failed_reloads
-
-    def current(self) -> AclSet:
-        """The ACLs in force, reloaded first if the file changed and a check is due."""
-        now = self._clock()
-        if now >= self._next_check and self._lock.acquire(blocking=False):
-            try:
-                self._next_check = now + self._check_every_s
-                self._check()
-            finally:
-                self._lock.release()
-        return self._acls
-
-    def _load(self) -> tuple[_Stamp, AclSet]:
-        with self._path.open("rb") as f:
-            stamp = _stamp(os.fstat(f.fileno()))
-            data = f.read()
-        try:
-            text = data.decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise ConfigurationError(f"{self._path}: not UTF-8 text (byte {exc.start})") from None
-        return stamp, AclSet.parse(text, str(self._path), super_users=self._super_users)
-
-    def _check(self) -> None:
-        try:
-            stamp = _stamp(os.stat(self._path))
-        except OSError as exc:
-            if self._stamp is not None:  # gone (or unreadable) since the last check
-                self._fail(None, f"ACL file {self._path} cannot be read: {exc.strerror}")
-            return
-        if stamp == self._stamp:
-            return
-        try:
-            read_stamp, acls = self._load()
-            if _stamp(os.stat(self._path)) != read_stamp:
-                return  # changed while being read: read it again at the next check
-        except OSError as exc:
-            self._fail(stamp, f"ACL file {self._path} cannot be read: {exc.strerror}")
-        except ConfigurationError as exc:
-            self._fail(stamp, str(exc))
-        else:
-            self._stamp, self._acls, self._last_error = read_stamp, acls, None
-            self._reloads += 1
-            log.info("ACL file %s reloaded: %d entries", self._path, len(acls))
-
-    def _fail(self, stamp: _Stamp | None, error: str) -> None:
-        self._stamp, self._last_error = stamp, error
-        self._failed_reloads += 1
-        log.error("%s; the previous ACLs stay in force", error)
+        super().__init__(
+            path, parse, what="ACL file", noun="ACLs", clock=clock, check_every_s=check_every_s
+        )

@@ -17,6 +17,12 @@ to choose inputs whose digests share a prefix with the stored one, which gets hi
 the key (preimage resistance), and the key has 256 bits of entropy to begin with. Comparing
 against every entry with :func:`hmac.compare_digest` would add O(keys) work per request and no
 security.
+
+Revoking a key is deleting its line: :class:`ApiKeyFile` reloads the file when it changes (at
+most a second later, as the ACL file), so the next request with that key is refused, over HTTP
+and on a new Kafka connection; a Kafka connection already authenticated with it is refused at
+its next re-authentication (``kafka_reauth_ms``). An edit that does not parse, or a removed
+file, keeps the previous keys in force and is logged.
 """
 
 from __future__ import annotations
@@ -24,11 +30,13 @@ from __future__ import annotations
 import hashlib
 import re
 import secrets
-from collections.abc import Mapping
+import time
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
 from gateway.errors import AuthenticationError, ConfigurationError
+from gateway.security.watched import WatchedFile
 
 KEY_PREFIX = "tgk_"  # marks a tiered-gateway key (for secret scanners, and to tell it from a JWT)
 _MAX_KEY_CHARS = 512
@@ -92,3 +100,35 @@ class ApiKeys:
         if principal is None:
             raise AuthenticationError("unknown API key")
         return principal
+
+    def __len__(self) -> int:
+        """How many keys (not principals) the file holds."""
+        return len(self.by_digest)
+
+
+class ApiKeyFile(WatchedFile[ApiKeys]):
+    """The ``api_keys_file``, re-read when it changes, without a restart (a
+    :class:`~gateway.security.watched.WatchedFile`): a change that parses replaces the keys
+    whole, so a removed key is refused from the next check on; a bad edit, a removed or
+    unreadable file keeps the previous keys in force, logged, in :attr:`last_error` and
+    :attr:`failed_reloads`. At start the same problems raise :class:`ConfigurationError`."""
+
+    def __init__(
+        self,
+        path: Path,
+        *,
+        clock: Callable[[], float] = time.monotonic,
+        check_every_s: float = 1.0,
+    ) -> None:
+        super().__init__(
+            path,
+            ApiKeys.parse,
+            what="API key file",
+            noun="API keys",
+            clock=clock,
+            check_every_s=check_every_s,
+        )
+
+    def authenticate(self, presented: str) -> str:
+        """:meth:`ApiKeys.authenticate` against the keys in force (reloaded first if due)."""
+        return self.current().authenticate(presented)
