@@ -8,6 +8,7 @@ Corrupt input is never "retriable": retrying does not change the bytes in the bu
 
 from __future__ import annotations
 
+import uuid
 from typing import TypeVar
 
 
@@ -242,7 +243,8 @@ class TransactionPendingError(GatewayError):
     """read_committed reached a transaction whose COMMIT or ABORT marker is not in the remote
     tier yet (its outcome is unknown until the broker tiers the segment holding it). A fetch
     carries the partition's bounds: the remote log start and end, and the remote last stable
-    offset (where read_committed stops); ``None`` where not known (a Spark read)."""
+    offset (where read_committed stops), and the id of the topic incarnation they are of;
+    ``None`` where not known (a Spark read)."""
 
     status = 503
     code = "transaction_pending"
@@ -255,24 +257,35 @@ class TransactionPendingError(GatewayError):
         log_start_offset: int | None = None,
         log_end_offset: int | None = None,
         last_stable_offset: int | None = None,
+        topic_id: uuid.UUID | None = None,
     ) -> None:
         super().__init__(message)
         self.log_start_offset = log_start_offset
         self.log_end_offset = log_end_offset
         self.last_stable_offset = last_stable_offset
+        self.topic_id = topic_id
 
 
 class OffsetOutOfRangeError(GatewayError):
     """The offset is outside the remote tier (Kafka's OFFSET_OUT_OF_RANGE); carries the
-    remote log start offset and the end offset (one past the highest) for the client."""
+    remote log start offset and the end offset (one past the highest) for the client, and
+    the id of the topic incarnation they are of (``None`` where not known)."""
 
     status = 416
     code = "offset_out_of_range"
 
-    def __init__(self, message: str, log_start_offset: int | None, log_end_offset: int | None):
+    def __init__(
+        self,
+        message: str,
+        log_start_offset: int | None,
+        log_end_offset: int | None,
+        *,
+        topic_id: uuid.UUID | None = None,
+    ) -> None:
         super().__init__(message)
         self.log_start_offset = log_start_offset
         self.log_end_offset = log_end_offset
+        self.topic_id = topic_id
 
 
 # --- who may read what (issue 16) ------------------------------------------------------------

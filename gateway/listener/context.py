@@ -3,6 +3,7 @@ the access rules (authentication, ACLs) of the HTTP API."""
 
 from __future__ import annotations
 
+import asyncio
 import time
 import uuid
 from collections.abc import Callable, Iterable
@@ -12,6 +13,7 @@ from typing import Final
 from gateway.config import Settings
 from gateway.deadline import Deadline
 from gateway.errors import AuthenticationError, AuthorizationError
+from gateway.flights import Flights
 from gateway.security.access import Access
 from gateway.security.acl import Operation
 from gateway.service.admission import ByteBudget
@@ -33,23 +35,31 @@ class TopicIds:
     scans the catalog; a Fetch v13+ names its topics by id). Listed again when older than
     :data:`TOPIC_IDS_MAX_AGE_S`, or when an id asked is not in it (at most every
     :data:`TOPIC_IDS_MISS_S`). A stale entry never serves another incarnation's records: each
-    read is checked against the id asked (:mod:`gateway.listener.fetch`)."""
+    read is checked against the id asked (:mod:`gateway.listener.fetch`). One listing at a
+    time: the requests that need one while it runs wait for it (single flight; a failure is
+    not kept, the next request lists again)."""
 
     def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
         self._clock = clock
         self._names: dict[uuid.UUID, str] = {}
         self._listed = float("-inf")
+        self._listing: Flights[None, dict[uuid.UUID, str]] = Flights()
 
     async def names(self, service: Service, wanted: Iterable[uuid.UUID]) -> dict[uuid.UUID, str]:
         """The id -> name map, listed again first when stale or missing one of ``wanted``
         (the service's errors, e.g. ``NotReadyError``, propagate)."""
-        now = self._clock()
-        age = now - self._listed
+        age = self._clock() - self._listed
         missing = any(i not in self._names for i in wanted)
         if age >= TOPIC_IDS_MAX_AGE_S or (missing and age >= TOPIC_IDS_MISS_S):
-            catalog = await service.topics()  # name -> ids, newest first
-            self._names = {ids[0]: name for name, ids in catalog.items() if ids}
-            self._listed = now
+            # shielded: one waiter going away does not cancel the listing the others share
+            return await asyncio.shield(self._listing.join(None, lambda: self._list(service)))
+        return self._names
+
+    async def _list(self, service: Service) -> dict[uuid.UUID, str]:
+        started = self._clock()
+        catalog = await service.topics()  # name -> ids, newest first
+        self._names = {ids[0]: name for name, ids in catalog.items() if ids}
+        self._listed = started
         return self._names
 
 

@@ -16,11 +16,14 @@ Semantics (``remote-read-semantics.md`` §7, §8, as :meth:`Service.fetch` imple
   one request are read at a time, and the failures of one request are logged on one line;
 * ``max_bytes`` is shared in request order: each read reserves its share of
   ``inflight_bytes`` (its ``partition_max_bytes`` within what is left of ``max_bytes``) and
-  gives back what it did not use; a partition's batches are cut to whole batches that fit
-  what is left, the first partition with data is never cut to nothing (so every response
-  with data makes progress); a partition cut to nothing answers no records and no error, and
-  the client asks again from the same offset. Once the answer is cut, the reservation is
-  released down to its size (held until it is sent);
+  gives back what it did not use; once nothing is left, a partition waits for the reads under
+  way (they may give bytes back) and, still nothing left, is not read: it answers no records,
+  no error and its bounds (no batch is read outside the reservation only to be dropped). A
+  partition's batches are cut to whole batches that fit what is left, the first partition
+  with data is never cut to nothing (so every response with data makes progress); a
+  partition cut to nothing answers no records and no error, and the client asks again from
+  the same offset. Once the answer is cut, the reservation is released down to its size
+  (held until it is sent);
 * ``max_wait_ms`` (at most ``request_timeout_ms``) is the deadline of the response, not of
   the reads: the partitions are read concurrently, and at ``max_wait_ms`` the response
   carries what is ready; when nothing is ready yet it waits for the first partition that
@@ -46,9 +49,10 @@ Semantics (``remote-read-semantics.md`` §7, §8, as :meth:`Service.fetch` imple
   (the client refreshes its metadata and gets the current id); while the catalog cannot be
   listed (not loaded yet), the error of that. The ACL check is by the id's name, as by name
   (``TOPIC_AUTHORIZATION_FAILED``, as Kafka's Fetch: an id is an unguessable 128-bit value).
-  Every read's result carries the id it read: one that is not the id asked (the topic was
-  re-created between the lookup and the read) answers ``UNKNOWN_TOPIC_ID`` and none of its
-  records, so an id never gets another incarnation's records;
+  Every read's result, and its ``OFFSET_OUT_OF_RANGE`` or pending-transaction bounds, carry
+  the id it read: one that is not the id asked (the topic was re-created between the lookup
+  and the read) answers ``UNKNOWN_TOPIC_ID`` and none of its records or bounds, so an id never
+  gets another incarnation's records, nor its out-of-range verdict;
 * v15+ carry ``replica_state`` instead of ``replica_id`` (consumers: -1), v17-18 fields for
   followers only (tagged); v16 adds the response's ``node_endpoints`` (KIP-951), which a broker
   fills only for a partition answered ``NOT_LEADER_OR_FOLLOWER`` or ``FENCED_LEADER_EPOCH``
@@ -82,6 +86,7 @@ from gateway.errors import (
 from gateway.kafka.varint import encode_uvarint
 from gateway.listener import codes
 from gateway.listener.context import Context
+from gateway.listener.failures import Failures
 from gateway.listener.framing import (
     Buffer,
     MalformedRequestError,
@@ -107,7 +112,6 @@ READ_CONCURRENCY: Final = 8
 """The partitions of one Fetch read at a time."""
 FIRST_ANSWER_GRACE_S: Final = 10.0
 """How long past ``max_wait_ms`` a response with nothing yet waits for its first answer."""
-_LOGGED_FAILURES: Final = 3  # partitions named in a request's failure line
 _BATCH_LENGTH: Final = struct.Struct(">i")  # at byte 8 of a batch: the bytes after byte 12
 _BATCH_OVERHEAD: Final = 12  # base offset, length
 
@@ -238,6 +242,11 @@ class _Wanted:
     topic_id: uuid.UUID | None = None  # v13+: the id asked, which the read must be of
 
     @property
+    def where(self) -> str:
+        """The partition and offset, as the failure line names them."""
+        return f"{self.topic or self.topic_id}-{self.partition} at {self.offset}"
+
+    @property
     def key(self) -> TopicKey:
         """How the answer names the topic: as the request did."""
         return self.topic if self.topic_id is None else self.topic_id
@@ -246,19 +255,41 @@ class _Wanted:
 class _Reservation:
     """One request's share of ``inflight_bytes``: reserved read by read, within what is left
     of the request's ``max_bytes`` (Kafka's readFromLog with the remaining bytes), given back
-    as reads turn out smaller, and released down to the answer once it is cut."""
+    as reads turn out smaller, and released down to the answer once it is cut.
+
+    Once nothing is left, a read waits for the reads under way (they may give bytes back);
+    when they are done and still nothing is left, the bytes are held by answers with records
+    and :meth:`take` answers 0: the partition is not read (Kafka's minOneMessage is for the
+    first partition with data only), so a spent ``max_bytes`` reads no more batches."""
 
     def __init__(self, budget: ByteBudget, total: int, deadline: Deadline) -> None:
         self._budget = budget
         self._deadline = deadline
         self.left = total
         self.held = 0
+        self._reading = 0  # reads holding a share, not done
+        self._changed = asyncio.Event()  # set (and replaced) when one of them is done
 
     async def take(self, wanted: int) -> int:
-        n = await self._budget.acquire(max(1, min(wanted, self.left)), self._deadline)
+        """Reserve a read's share (at most ``wanted``, within what is left); 0: nothing is
+        left and no read under way can give any back, the partition is not to be read. A
+        share taken is ended by :meth:`done` once the read has given back what it did not
+        use."""
+        while self.left <= 0 and self._reading:
+            await self._changed.wait()
+        if self.left <= 0:
+            return 0
+        n = await self._budget.acquire(min(wanted, self.left), self._deadline)
         self.held += n
         self.left -= n
+        self._reading += 1
         return n
+
+    def done(self) -> None:
+        """A read that took a share has given back what it did not use."""
+        self._reading -= 1
+        changed, self._changed = self._changed, asyncio.Event()
+        changed.set()
 
     def give_back(self, n: int, *, to_request: bool = True) -> None:
         n = min(n, self.held)
@@ -277,31 +308,6 @@ class _Reservation:
         self.give_back(self.held, to_request=False)
 
 
-@dataclass(slots=True)
-class _Failures:
-    """The partitions of one request that failed, logged on one line (:meth:`log`)."""
-
-    count: int = 0
-    serious: bool = False
-    examples: list[str] = field(default_factory=list)
-    unexpected: BaseException | None = None
-
-    def add(self, want: _Wanted, code: int, what: object) -> None:
-        self.count += 1
-        self.serious |= code in (codes.UNKNOWN_SERVER_ERROR, codes.CORRUPT_MESSAGE)
-        if len(self.examples) < _LOGGED_FAILURES:
-            self.examples.append(f"{want.topic}-{want.partition} at {want.offset}: error "
-                                 f"{code}: {what}")  # fmt: skip
-
-    def log(self) -> None:
-        if not self.count:
-            return
-        level = logging.WARNING if self.serious else logging.INFO
-        more = f" (and {self.count - len(self.examples)} more)" if self.count > 1 else ""
-        log.log(level, "fetch: %d partition(s) failed: %s%s", self.count,
-                "; ".join(self.examples), more, exc_info=self.unexpected)  # fmt: skip
-
-
 async def _read_one(  # noqa: PLR0917 - one partition's read and its accounting
     ctx: Context,
     want: _Wanted,
@@ -309,7 +315,7 @@ async def _read_one(  # noqa: PLR0917 - one partition's read and its accounting
     deadline: Deadline,
     reservation: _Reservation,
     limit: asyncio.Semaphore,
-    failures: _Failures,
+    failures: Failures,
 ) -> PartitionAnswer:
     answer = PartitionAnswer(want.partition)
     if want.refused != codes.NONE:
@@ -319,47 +325,77 @@ async def _read_one(  # noqa: PLR0917 - one partition's read and its accounting
         answer.error = codes.OFFSET_OUT_OF_RANGE
         return answer
     async with limit:
-        taken = 0
         try:
             taken = await reservation.take(want.max_bytes)
-            result = await ctx.service.fetch(
-                want.topic,
-                want.partition,
-                want.offset,
-                max_bytes=taken,
-                isolation=isolation,
-                deadline=deadline,
-            )
-        except TransactionPendingError as exc:  # at the last stable offset: nothing yet
-            reservation.give_back(taken)
-            answer.high_watermark = _known(exc.log_end_offset)
-            answer.log_start_offset = _known(exc.log_start_offset)
-            answer.last_stable_offset = exc.last_stable_offset
-            return answer
-        except OffsetOutOfRangeError as exc:
-            reservation.give_back(taken)
-            answer.error = codes.OFFSET_OUT_OF_RANGE
-            answer.high_watermark = _known(exc.log_end_offset)
-            answer.log_start_offset = _known(exc.log_start_offset)
-            return answer
-        except GatewayError as exc:
-            reservation.give_back(taken)
+        except GatewayError as exc:  # no share of inflight_bytes within the deadline
             answer.error = codes.error_code(exc)
-            failures.add(want, answer.error, exc)
+            failures.add(want.where, answer.error, exc)
             return answer
-        except Exception as exc:
-            reservation.give_back(taken)
-            answer.error = codes.UNKNOWN_SERVER_ERROR
-            failures.add(want, answer.error, repr(exc))
-            failures.unexpected = failures.unexpected or exc
+        if not taken:  # max_bytes is spent by answers with records: not read, its bounds
+            await _fill_bounds(ctx, want, answer)
             return answer
-        except BaseException:  # cancelled: the response went without it
-            reservation.give_back(taken)
-            raise
-    if want.topic_id is not None and result.topic_id != want.topic_id:
+        try:
+            return await _read_taken(ctx, want, isolation, deadline, reservation, taken, failures)
+        finally:
+            reservation.done()
+
+
+async def _read_taken(  # noqa: PLR0917 - _read_one's read, its share taken
+    ctx: Context,
+    want: _Wanted,
+    isolation: IsolationLevel,
+    deadline: Deadline,
+    reservation: _Reservation,
+    taken: int,
+    failures: Failures,
+) -> PartitionAnswer:
+    """The read of one partition with ``taken`` bytes of the request reserved; what it does
+    not use is given back to the request before it returns (or raises)."""
+    answer = PartitionAnswer(want.partition)
+    try:
+        result = await ctx.service.fetch(
+            want.topic,
+            want.partition,
+            want.offset,
+            max_bytes=taken,
+            isolation=isolation,
+            deadline=deadline,
+        )
+    except TransactionPendingError as exc:  # at the last stable offset: nothing yet
+        reservation.give_back(taken)
+        if _other_incarnation(want, exc.topic_id, failures):
+            answer.error = codes.UNKNOWN_TOPIC_ID
+            return answer
+        answer.high_watermark = _known(exc.log_end_offset)
+        answer.log_start_offset = _known(exc.log_start_offset)
+        answer.last_stable_offset = exc.last_stable_offset
+        return answer
+    except OffsetOutOfRangeError as exc:
+        reservation.give_back(taken)
+        if _other_incarnation(want, exc.topic_id, failures):
+            answer.error = codes.UNKNOWN_TOPIC_ID
+            return answer
+        answer.error = codes.OFFSET_OUT_OF_RANGE
+        answer.high_watermark = _known(exc.log_end_offset)
+        answer.log_start_offset = _known(exc.log_start_offset)
+        return answer
+    except GatewayError as exc:
+        reservation.give_back(taken)
+        answer.error = codes.error_code(exc)
+        failures.add(want.where, answer.error, exc)
+        return answer
+    except Exception as exc:
+        reservation.give_back(taken)
+        answer.error = codes.UNKNOWN_SERVER_ERROR
+        failures.add(want.where, answer.error, repr(exc))
+        failures.unexpected = failures.unexpected or exc
+        return answer
+    except BaseException:  # cancelled: the response went without it
+        reservation.give_back(taken)
+        raise
+    if _other_incarnation(want, result.topic_id, failures):
         reservation.give_back(taken)  # another incarnation's records: never answered
         answer.error = codes.UNKNOWN_TOPIC_ID
-        failures.add(want, answer.error, f"read topic id {result.topic_id}, not {want.topic_id}")
         return answer
     answer.high_watermark = result.log_end_offset
     answer.log_start_offset = result.log_start_offset
@@ -368,6 +404,18 @@ async def _read_one(  # noqa: PLR0917 - one partition's read and its accounting
     answer.records = [b.data for b in result.batches]
     reservation.give_back(taken - answer.size)  # what the read did not use
     return answer
+
+
+def _other_incarnation(want: _Wanted, read: uuid.UUID | None, failures: Failures) -> bool:
+    """Whether a read by id (v13+) found another incarnation of the topic than the id asked
+    (re-created between the id lookup and the read), or one it cannot name: its records, and
+    its bounds and errors too, are not the id's (an ``OFFSET_OUT_OF_RANGE`` with another
+    incarnation's bounds would fire the client's ``auto.offset.reset``). Such an answer is
+    ``UNKNOWN_TOPIC_ID``, logged in the request's failure line."""
+    if want.topic_id is None or read == want.topic_id:
+        return False
+    failures.add(want.where, codes.UNKNOWN_TOPIC_ID, f"read topic id {read}, not {want.topic_id}")
+    return True
 
 
 def _known(value: int | None) -> int:
@@ -525,7 +573,7 @@ async def _gather(  # noqa: PLR0917
     if not wants:
         return []
     limit = asyncio.Semaphore(READ_CONCURRENCY)
-    failures = _Failures()
+    failures = Failures("fetch", log)
     tasks = [
         asyncio.ensure_future(_read_one(ctx, w, isolation, deadline, reservation, limit, failures))
         for w in wants
@@ -577,17 +625,24 @@ async def _bounds(
 
     async def one(want: _Wanted, answer: PartitionAnswer) -> None:
         async with limit:
-            try:
-                info = await ctx.service.partition(want.topic, want.partition)
-            except GatewayError as exc:
-                answer.error = codes.error_code(exc)
-                return
-        if want.topic_id is not None and info.topic_id != want.topic_id:
-            answer.error = codes.UNKNOWN_TOPIC_ID  # re-created meanwhile: not this id's bounds
-            return
-        answer.high_watermark = info.remote_log_end_offset
-        answer.log_start_offset = info.remote_log_start_offset
-        if storage_error:
-            answer.error = codes.KAFKA_STORAGE_ERROR
+            if await _fill_bounds(ctx, want, answer) and storage_error:
+                answer.error = codes.KAFKA_STORAGE_ERROR
 
     await asyncio.gather(*(one(w, a) for w, a in late))
+
+
+async def _fill_bounds(ctx: Context, want: _Wanted, answer: PartitionAnswer) -> bool:
+    """Set the real bounds of a partition answered without a read (the service's in-memory
+    partition bounds: the remote log end as ``high_watermark`` and ``last_stable_offset``);
+    False, with the error, when they fail or are another incarnation's than the id asked."""
+    try:
+        info = await ctx.service.partition(want.topic, want.partition)
+    except GatewayError as exc:
+        answer.error = codes.error_code(exc)
+        return False
+    if want.topic_id is not None and info.topic_id != want.topic_id:
+        answer.error = codes.UNKNOWN_TOPIC_ID  # re-created meanwhile: not this id's bounds
+        return False
+    answer.high_watermark = info.remote_log_end_offset
+    answer.log_start_offset = info.remote_log_start_offset
+    return True

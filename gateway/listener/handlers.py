@@ -19,7 +19,9 @@
   epoch -1 when the remote log is empty); ``-4`` EARLIEST_LOCAL (v8+) = where the local log
   begins: an empty local log begins at the log end, so the remote log end (with the latest
   leader epoch); ``-6`` EARLIEST_PENDING_UPLOAD (v11+, KIP-1023) = the first offset not in
-  remote storage, max(highest remote + 1, log start): the remote log end too. These three
+  remote storage, max(highest remote + 1, log start): the remote log end too, and when
+  nothing is in remote storage the EARLIEST answer (§12.1: the local log starts at the log
+  start, the gateway having no local part). These three
   read the remote tier whatever the isolation level (as a broker's do). A special timestamp
   below its minimum version, or any other negative one, is ``UNSUPPORTED_VERSION`` (§12.1).
   v10+ ``timeout_ms`` (KIP-1075), when positive, is the request's deadline, within
@@ -42,8 +44,10 @@ every topic lists only those the principal may describe.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import uuid
+from collections import Counter
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, Final
 
@@ -51,7 +55,8 @@ from gateway.deadline import Deadline
 from gateway.errors import GatewayError
 from gateway.listener import codes, groups
 from gateway.listener.context import NODE_ID, Context
-from gateway.listener.fetch import fetch
+from gateway.listener.failures import Failures
+from gateway.listener.fetch import READ_CONCURRENCY, fetch
 from gateway.listener.framing import (
     API_VERSIONS,
     DESCRIBE_CONFIGS,
@@ -69,6 +74,7 @@ from gateway.listener.framing import (
     SASL_AUTHENTICATE,
     SASL_HANDSHAKE,
     SYNC_GROUP,
+    MalformedRequestError,
     Reply,
     Request,
     array,
@@ -122,6 +128,12 @@ _REMOTE_END_SPECS: Final[dict[int, int]] = {
     EARLIEST_PENDING_UPLOAD: 11,
 }
 """The special timestamps answered from the remote log end, and their first version."""
+
+MAX_NAMED: Final = 10_000
+"""The most topics one Metadata request names, and the most partitions one ListOffsets
+request names (entries, duplicates counted): more is a malformed request and closes the
+connection, as a Fetch naming more than its :data:`~gateway.listener.fetch.MAX_PARTITIONS`.
+A client asks for every topic with a null list, not by naming ten thousand."""
 
 Handler = Callable[[Context, Request], Awaitable[Reply | None]]
 
@@ -179,8 +191,11 @@ async def metadata(ctx: Context, request: Request) -> Reply:
         names: list[tuple[str | None, uuid.UUID | None]] = [
             (n, None) for n in sorted(catalog) if ctx.allows(*who, Operation.DESCRIBE, n)
         ]
-    else:
-        names = [(t.name, _topic_id(t)) for t in asked]  # a null name: by topic id
+    else:  # each topic once (as Kafka, which collects them in a set), in request order
+        listed = array(asked, "topics")
+        if len(listed) > MAX_NAMED:
+            raise MalformedRequestError(f"a Metadata request naming more than {MAX_NAMED} topics")
+        names = list(dict.fromkeys((t.name, _topic_id(t)) for t in listed))  # null name: by id
     topics = [
         topic_error(response_class, name, codes.TOPIC_AUTHORIZATION_FAILED)
         if name is not None and not ctx.allows(*who, Operation.DESCRIBE, name)
@@ -314,12 +329,15 @@ async def _offset(
             topic, partition, "latest", deadline, isolation=IsolationLevel.READ_UNCOMMITTED
         )
         epoch = -1 if end.leader_epoch is None else end.leader_epoch
-        if timestamp != LATEST_TIERED:
+        if timestamp == EARLIEST_LOCAL or (timestamp == EARLIEST_PENDING_UPLOAD and end.offset > 0):
             return end.offset, -1, epoch
-        if end.offset <= 0:  # nothing in remote storage
+        if timestamp == EARLIEST_PENDING_UPLOAD:  # nothing uploaded: as EARLIEST (§12.1)
+            spec = "earliest"
+        elif end.offset <= 0:  # LATEST_TIERED, nothing in remote storage
             return -1, -1, -1
-        info = await ctx.service.partition(topic, partition)
-        return end.offset - 1, -1, _epoch_of(info.leader_epochs, end.offset - 1)
+        else:
+            info = await ctx.service.partition(topic, partition)
+            return end.offset - 1, -1, _epoch_of(info.leader_epochs, end.offset - 1)
     else:
         return None
     found = await ctx.service.list_offsets(topic, partition, spec, deadline, isolation=isolation)
@@ -337,6 +355,9 @@ def _epoch_of(lineage: Sequence[tuple[int, int]], offset: int) -> int:
 
 
 async def list_offsets(ctx: Context, request: Request) -> Reply:
+    """Every partition answered (see the module docstring), at most :data:`READ_CONCURRENCY`
+    read at a time; a partition named twice answers ``INVALID_REQUEST`` at each occurrence, as
+    Kafka's; the failures are logged on one line."""
     response_class = _response(request)
     topic_class = response_class.ListOffsetsTopicResponse
     partition_class = topic_class.ListOffsetsPartitionResponse
@@ -344,43 +365,64 @@ async def list_offsets(ctx: Context, request: Request) -> Reply:
     deadline = _list_offsets_deadline(ctx, request)
     committed = version >= 2 and request.body.isolation_level == 1
     isolation = IsolationLevel.READ_COMMITTED if committed else IsolationLevel.READ_UNCOMMITTED
-    topics = []
-    error = codes.NONE
-    for t in array(request.body.topics, "topics"):
-        topic = name(t.name, "a topic name")
-        allowed = ctx.allows(request.principal, request.host, Operation.DESCRIBE, topic)
-        partitions = []
-        for p in array(t.partitions, "partitions"):
-            answer = partition_class(
-                partition_index=p.partition_index,
-                error_code=codes.NONE,
-                timestamp=-1,
-                offset=-1,
-                leader_epoch=-1,
-            )
-            if not allowed:
-                answer.error_code = codes.TOPIC_AUTHORIZATION_FAILED
-            else:
-                try:
-                    found = await _offset(
-                        ctx, topic, p.partition_index, p.timestamp, version,
-                        deadline=deadline, isolation=isolation,
-                    )  # fmt: skip
-                except GatewayError as exc:
-                    answer.error_code = codes.error_code(exc)
-                    log.info("list offsets of %s-%d (%s): error %d: %s", topic,
-                             p.partition_index, p.timestamp, answer.error_code, exc)  # fmt: skip
-                else:
-                    if found is None:  # §12.1: below its version, or no such timestamp
-                        answer.error_code = codes.UNSUPPORTED_VERSION
-                    else:
-                        answer.offset, answer.timestamp, answer.leader_epoch = found
-            error = error or answer.error_code
-            partitions.append(answer)
-        topics.append(topic_class(name=topic, partitions=partitions))
+    asked = [
+        (name(t.name, "a topic name"), array(t.partitions, "partitions"))
+        for t in array(request.body.topics, "topics")
+    ]
+    if sum(len(partitions) for _, partitions in asked) > MAX_NAMED:
+        raise MalformedRequestError(f"a ListOffsets request naming more than {MAX_NAMED} "
+                                    "partitions")  # fmt: skip
+    named = Counter((topic, p.partition_index) for topic, partitions in asked for p in partitions)
+    allowed = {
+        topic: ctx.allows(request.principal, request.host, Operation.DESCRIBE, topic)
+        for topic in {topic for topic, _ in asked}
+    }
+    limit = asyncio.Semaphore(READ_CONCURRENCY)
+    failures = Failures("list offsets", log)
+
+    async def one(topic: str, p: Any) -> Any:
+        answer = partition_class(
+            partition_index=p.partition_index,
+            error_code=codes.NONE,
+            timestamp=-1,
+            offset=-1,
+            leader_epoch=-1,
+        )
+        if named[(topic, p.partition_index)] > 1:
+            answer.error_code = codes.INVALID_REQUEST
+            return answer
+        if not allowed[topic]:
+            answer.error_code = codes.TOPIC_AUTHORIZATION_FAILED
+            return answer
+        try:
+            async with limit:
+                found = await _offset(
+                    ctx, topic, p.partition_index, p.timestamp, version,
+                    deadline=deadline, isolation=isolation,
+                )  # fmt: skip
+        except GatewayError as exc:
+            answer.error_code = codes.error_code(exc)
+            failures.add(f"{topic}-{p.partition_index} ({p.timestamp})", answer.error_code, exc)
+            return answer
+        if found is None:  # §12.1: below its version, or no such timestamp
+            answer.error_code = codes.UNSUPPORTED_VERSION
+        else:
+            answer.offset, answer.timestamp, answer.leader_epoch = found
+        return answer
+
+    answers = iter(await asyncio.gather(*(one(t, p) for t, ps in asked for p in ps)))
+    topics = [
+        topic_class(name=topic, partitions=[next(answers) for _ in partitions])
+        for topic, partitions in asked
+    ]
+    failures.log()
+    error = next(
+        (p.error_code for t in topics for p in t.partitions if p.error_code != codes.NONE),
+        codes.NONE,
+    )
     body = response_class(throttle_time_ms=0, topics=topics)
-    one = topics[0].name if len({t.name for t in topics}) == 1 else None
-    return Reply([frame(body, request.correlation_id)], error=error, topic=one)
+    one_topic = topics[0].name if len({t.name for t in topics}) == 1 else None
+    return Reply([frame(body, request.correlation_id)], error=error, topic=one_topic)
 
 
 async def produce(ctx: Context, request: Request) -> Reply | None:

@@ -124,6 +124,7 @@ def pending_error(
         log_start_offset=bounds.start,
         log_end_offset=bounds.end,
         last_stable_offset=bounds.stable,
+        topic_id=tp.topic_id,
     )
 
 

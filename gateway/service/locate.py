@@ -139,4 +139,5 @@ def locate(
         f"offset {offset} is outside the remote log of {where} [{log_start}, {end})",
         log_start,
         end,
+        topic_id=tp.topic_id,
     )

@@ -250,19 +250,21 @@ def test_list_offsets_answers_the_tiered_storage_specs(
     """On the bucket: -5 LATEST_TIERED = the highest offset in remote storage (the end - 1),
     -4 EARLIEST_LOCAL and -6 EARLIEST_PENDING_UPLOAD = the remote end (the gateway has no
     local log), each from its first version; a newer spec at an older version is
-    UNSUPPORTED_VERSION (35)."""
+    UNSUPPORTED_VERSION (35). One request per spec: a partition named twice in one request
+    is INVALID_REQUEST, as Kafka's."""
     r = ListOffsetsRequest[version]
     wire = _Wire(served.port)
     try:
         for written in bucket.partitions.values():
-            specs = [-1, -2, -4, -5, -6]
-            asked = [r.ListOffsetsTopic(name=written.topic, partitions=[
-                r.ListOffsetsTopic.ListOffsetsPartition(partition_index=written.partition,
-                                                        timestamp=s, current_leader_epoch=-1)
-                for s in specs])]  # fmt: skip
-            message = r(replica_id=-1, isolation_level=1, topics=asked, timeout_ms=20_000)
-            response = wire.ask(message, ListOffsetsResponse[version], version)
-            got = [(p.error_code, p.offset) for p in response.topics[0].partitions]
+            got = []
+            for spec in [-1, -2, -4, -5, -6]:
+                asked = [r.ListOffsetsTopic(name=written.topic, partitions=[
+                    r.ListOffsetsTopic.ListOffsetsPartition(partition_index=written.partition,
+                                                            timestamp=spec, current_leader_epoch=-1)
+                ])]  # fmt: skip
+                message = r(replica_id=-1, isolation_level=1, topics=asked, timeout_ms=20_000)
+                response = wire.ask(message, ListOffsetsResponse[version], version)
+                got += [(p.error_code, p.offset) for p in response.topics[0].partitions]
             end = written.next_offset
             assert got == [
                 (0, written.last_stable_offset),

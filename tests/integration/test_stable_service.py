@@ -128,6 +128,7 @@ async def test_read_committed_stops_at_the_last_stable_offset(
             bounds = (caught.value.log_start_offset, caught.value.log_end_offset,
                       caught.value.last_stable_offset)  # fmt: skip
             assert bounds == (0, written.next_offset, stable)
+            assert caught.value.topic_id == (await service.partition(topic, partition)).topic_id
         uncommitted = await service.fetch(topic, partition, stable, max_bytes=1 << 20,
                                           isolation=IsolationLevel.READ_UNCOMMITTED,
                                           deadline=_deadline())  # fmt: skip

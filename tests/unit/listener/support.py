@@ -113,11 +113,15 @@ class FakeService:
         if topic != TOPIC or partition not in self.present:
             raise UnknownTopicOrPartitionError(f"{topic}-{partition}")
         if offset > END:
-            raise OffsetOutOfRangeError("past the end", 0, END)
+            raise OffsetOutOfRangeError("past the end", 0, END, topic_id=self.newest)
         committed = isolation is IsolationLevel.READ_COMMITTED
         if committed and self.stable <= offset < END:
             raise TransactionPendingError(
-                "pending", log_start_offset=0, log_end_offset=END, last_stable_offset=self.stable
+                "pending",
+                log_start_offset=0,
+                log_end_offset=END,
+                last_stable_offset=self.stable,
+                topic_id=self.newest,
             )
         first = offset // PER_BATCH
         limit = self.stable // PER_BATCH if committed else BATCHES

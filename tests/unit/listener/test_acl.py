@@ -117,7 +117,7 @@ def _fetch(ctx: Context, who: str) -> list[tuple[str, int, bool]]:
         partition=0, fetch_offset=0, partition_max_bytes=1 << 20, current_leader_epoch=-1
     )
     topics = [r.FetchTopic(topic=n, partitions=[partition]) for n in (TOPIC, MISSING)]
-    message = r(replica_id=-1, max_wait_ms=0, min_bytes=1, max_bytes=1 << 20,
+    message = r(replica_id=-1, max_wait_ms=0, min_bytes=1, max_bytes=2 << 20,
                 isolation_level=0, session_id=0, session_epoch=-1, topics=topics,
                 forgotten_topics_data=[], rack_id="")  # fmt: skip
     session = Session("127.0.0.1", who)

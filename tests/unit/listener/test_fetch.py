@@ -35,6 +35,7 @@ from gateway.listener.server import answer
 from gateway.service.types import AbortedTransaction
 from tests.unit.listener.secure import secured
 from tests.unit.listener.support import (
+    ABORTED,
     BATCH_BYTES,
     END,
     OLD_TOPIC_ID,
@@ -390,6 +391,44 @@ def test_the_reservation_is_what_is_read_and_is_released_down_to_the_answer() ->
     asyncio.run(run())
 
 
+@pytest.mark.parametrize("first_at_end", [False, True])
+def test_a_spent_max_bytes_reads_no_more_partitions(first_at_end: bool) -> None:
+    """max_bytes spent by the first partition's records: the next one waits for that read
+    (it may give bytes back), then is not read at all (no batch outside inflight_bytes, to be
+    cut away) and answers no records, no error and its bounds. When the first read finds
+    nothing (at its end), its bytes come back and the next partition is read."""
+    spent = len(BATCH_BYTES[0]) + len(BATCH_BYTES[1])  # two whole batches, exactly
+
+    async def run() -> tuple[Any, list[tuple[int, int, int]], int]:
+        service = FakeService(gates={0: asyncio.Event()})
+        ctx = context(service)
+        first = END if first_at_end else 0
+        payload = _fetch_request([(0, first, 1 << 20), (1, 0, 1 << 20)], max_bytes=spent,
+                                 wait_ms=60_000)  # fmt: skip
+        task = asyncio.ensure_future(fetch(ctx, decoded(payload)))
+        for _ in range(50):
+            await asyncio.sleep(0)
+        waiting = list(service.calls)  # partition 1 waits on partition 0's read
+        service.gates[0].set()
+        reply = await task
+        reply.release()
+        assert ctx.budget.in_use == 0
+        response = FetchResponse[12].decode(unframe(reply), version=12, header=True)
+        return response, waiting, len(service.calls)
+
+    response, waiting, reads = asyncio.run(run())
+    assert waiting == [(0, END if first_at_end else 0, spent)]
+    first, second = response.responses[0].partitions
+    got = [(p.error_code, p.high_watermark, p.log_start_offset, _offsets(p))
+           for p in (first, second)]  # fmt: skip
+    if first_at_end:
+        assert reads == 2
+        assert got == [(0, END, 0, []), (0, END, 0, list(range(2 * PER_BATCH)))]
+    else:
+        assert reads == 1  # partition 1 was not read
+        assert got == [(0, END, 0, list(range(2 * PER_BATCH))), (0, END, 0, [])]
+
+
 def test_past_the_cap_a_fetch_with_nothing_answers_a_retriable_error() -> None:
     """Nothing ready at max_wait_ms: the response waits for the first answer, but not past
     the cap below request_timeout_ms; then the partitions still reading say
@@ -435,7 +474,12 @@ def test_from_v13_topics_are_named_by_id_in_the_request_and_the_answer(
     assert (second.partition_index, _offsets(second)) == (1, list(range(PER_BATCH, last)))
     assert (first.error_code, first.high_watermark, first.last_stable_offset) == (0, END, last)
     aborted = first.aborted_transactions
-    assert aborted is None if not isolation else [(t.producer_id, t.first_offset) for t in aborted]
+    if isolation:  # the service's aborted transactions, each field in its place
+        assert [(t.producer_id, t.first_offset) for t in aborted] == [
+            (a.producer_id, a.first_offset) for a in ABORTED
+        ]
+    else:
+        assert aborted is None
     assert sorted(c[:2] for c in service.calls) == [(0, 0), (1, 3)]
 
 
@@ -488,6 +532,33 @@ def test_a_topic_recreated_under_the_read_never_answers_the_new_incarnations_rec
     first, second = asyncio.run(late()).responses[0].partitions
     assert [first.error_code, second.error_code] == [codes.UNKNOWN_TOPIC_ID] * 2
     assert (second.high_watermark, _offsets(second)) == (-1, [])
+
+
+@pytest.mark.parametrize("recreated", [False, True])
+def test_a_recreated_topics_bounds_and_out_of_range_verdict_are_not_the_ids(
+    recreated: bool,
+) -> None:
+    """A read by id that ends in OFFSET_OUT_OF_RANGE (past the end) or at the last stable
+    offset (read_committed) of another incarnation answers UNKNOWN_TOPIC_ID with no bounds:
+    the other log's out-of-range verdict would fire the client's auto.offset.reset. The same
+    reads of the id's own incarnation answer their bounds."""
+    service = FakeService(recreate=recreated, stable=2 * PER_BATCH)
+    past_end = _fetch_request([(0, END + 5, 1 << 20)], max_bytes=1 << 20, wait_ms=0, version=16)
+    pending = _fetch_request(
+        [(1, 3 * PER_BATCH, 1 << 20)], max_bytes=1 << 20, wait_ms=0, isolation=1, version=16
+    )
+    (out,) = asyncio.run(_fetch(service, past_end)).responses[0].partitions
+    (held,) = asyncio.run(_fetch(service, pending)).responses[0].partitions
+    got = [(p.error_code, p.high_watermark, p.log_start_offset, p.last_stable_offset)
+           for p in (out, held)]  # fmt: skip
+    if recreated:
+        assert got == [(codes.UNKNOWN_TOPIC_ID, -1, -1, -1)] * 2
+    else:
+        assert got == [
+            (codes.OFFSET_OUT_OF_RANGE, END, 0, END),
+            (codes.NONE, END, 0, 2 * PER_BATCH),
+        ]
+    assert [c[:2] for c in service.calls] == [(0, END + 5), (1, 3 * PER_BATCH)]  # both read
 
 
 def test_while_the_catalog_is_not_loaded_an_id_answers_its_error() -> None:

@@ -5,6 +5,7 @@ kafka-python's response classes; framing limits; the start checks. The group API
 from __future__ import annotations
 
 import asyncio
+import logging
 import struct
 import time
 import uuid
@@ -19,14 +20,16 @@ from kafka.protocol.producer.produce import ProduceRequest, ProduceResponse
 from gateway.config import parse_listener, settings_for
 from gateway.errors import ConfigurationError, DeadlineExceededError
 from gateway.listener import codes
+from gateway.listener.fetch import READ_CONCURRENCY
 from gateway.listener.framing import (
     LIST_OFFSETS,
     MAX_FRAME_BYTES,
     MalformedRequestError,
     frame_size,
 )
-from gateway.listener.handlers import VERSIONS, _epoch_of
+from gateway.listener.handlers import MAX_NAMED, VERSIONS, _epoch_of
 from gateway.listener.server import answer, check_listener
+from gateway.service.types import OffsetResult, PartitionInfo
 from tests.unit.listener.support import (
     END,
     TOPIC,
@@ -111,26 +114,47 @@ def test_metadata_of_all_topics_and_by_topic_id() -> None:
     assert [t.error_code for t in response.topics] == [codes.UNKNOWN_TOPIC_ID]
 
 
-def _list_offsets(
-    version: int, specs: list[int], *, isolation: int = 1, timeout_ms: int = 0, **settings: Any
-) -> Any:
-    """ListOffsets ``version`` for ``specs`` on ``t``-0 and EARLIEST on a topic not in the
-    bucket; the answer decoded."""
+def _list_offsets_request(
+    version: int,
+    topics: list[tuple[str, list[tuple[int, int]]]],
+    *,
+    isolation: int = 1,
+    timeout_ms: int = 0,
+) -> bytes:
+    """A ListOffsets ``version`` request for ``topics``: (name, [(partition, timestamp)])."""
     r = ListOffsetsRequest[version]
-    partitions = [
-        r.ListOffsetsTopic.ListOffsetsPartition(
-            partition_index=0, timestamp=t, current_leader_epoch=-1
+    asked = [
+        r.ListOffsetsTopic(name=topic, partitions=[
+            r.ListOffsetsTopic.ListOffsetsPartition(
+                partition_index=p, timestamp=t, current_leader_epoch=-1
+            )
+            for p, t in partitions
+        ])
+        for topic, partitions in topics
+    ]  # fmt: skip
+    message = r(replica_id=-1, isolation_level=isolation, topics=asked, timeout_ms=timeout_ms)
+    return request(message, correlation_id=9)
+
+
+def _list_offsets(
+    version: int, specs: list[int], *, isolation: int = 1, service: Any = None
+) -> tuple[list[Any], list[Any]]:
+    """ListOffsets ``version`` for each of ``specs`` on ``t``-0 (one request each: a partition
+    named twice in one request is INVALID_REQUEST), with EARLIEST on a topic not in the
+    bucket: the answers for ``t``-0, and for the unknown topic."""
+    known, unknown = [], []
+    for spec in specs:
+        payload = _list_offsets_request(
+            version, [(TOPIC, [(0, spec)]), ("nope", [(0, -2)])], isolation=isolation
         )
-        for t in specs
-    ]
-    topics = [
-        r.ListOffsetsTopic(name=TOPIC, partitions=partitions),
-        r.ListOffsetsTopic(name="nope", partitions=partitions[:1]),
-    ]
-    message = r(replica_id=-1, isolation_level=isolation, topics=topics, timeout_ms=timeout_ms)
-    payload = request(message, correlation_id=9)
-    reply = asyncio.run(answer(context(FakeService(stable=END - 6), **settings), payload))
-    return ListOffsetsResponse[version].decode(unframe(reply), version=version, header=True)
+        ctx = context(service or FakeService(stable=END - 6))
+        reply = asyncio.run(answer(ctx, payload))
+        response = ListOffsetsResponse[version].decode(unframe(reply), version=version,
+                                                       header=True)  # fmt: skip
+        t, u = response.topics
+        known += t.partitions
+        unknown += u.partitions
+    return known, unknown
 
 
 LIST_OFFSETS_SERVED = range(VERSIONS[LIST_OFFSETS][0], VERSIONS[LIST_OFFSETS][1] + 1)
@@ -147,9 +171,8 @@ def test_list_offsets_specs(version: int, isolation: int) -> None:
     isolation level; -7 is no timestamp."""
     assert (min(LIST_OFFSETS_SERVED), max(LIST_OFFSETS_SERVED)) == (1, 11)
     specs = [-2, -1, 1_700_000_000_005, 1_800_000_000_000, -3, -4, -5, -6, -7]
-    response = _list_offsets(version, specs, isolation=isolation)
-    known, unknown = response.topics
-    got = [(p.error_code, p.offset, p.timestamp) for p in known.partitions]
+    known, unknown = _list_offsets(version, specs, isolation=isolation)
+    got = [(p.error_code, p.offset, p.timestamp) for p in known]
     latest = END - 6 if isolation and version >= 2 else END
     unsupported = (codes.UNSUPPORTED_VERSION, -1, -1)
     want = [
@@ -165,9 +188,129 @@ def test_list_offsets_specs(version: int, isolation: int) -> None:
     ]
     assert got == want
     if version >= 4:  # the leader epoch of each answer: the fake's lineage (1 at 0, 3 at 5)
-        epochs = [p.leader_epoch for p in known.partitions]
+        epochs = [p.leader_epoch for p in known]
         assert epochs[5:8] == [3 if version >= v else -1 for v in (8, 9, 11)]
-    assert [p.error_code for p in unknown.partitions] == [codes.UNKNOWN_TOPIC_OR_PARTITION]
+    assert {p.error_code for p in unknown} == {codes.UNKNOWN_TOPIC_OR_PARTITION}
+
+
+class _Empty(FakeService):
+    """A partition with nothing in remote storage: its start and end 0, EARLIEST with no
+    leader epoch (the latest epoch is 3)."""
+
+    async def list_offsets(self, topic: str, partition: int, spec: Any, *args: Any,
+                           **kwargs: Any) -> OffsetResult:  # fmt: skip
+        return OffsetResult(0, -1, None if spec == "earliest" else 3)
+
+
+def test_with_nothing_in_remote_storage_earliest_pending_upload_is_earliest() -> None:
+    """§12.1: -6 with nothing uploaded answers as EARLIEST (the local log starts at the log
+    start), -5 LATEST_TIERED answers -1 with epoch -1, -4 the log end with its epoch."""
+    known, _ = _list_offsets(11, [-2, -6, -5, -4], service=_Empty())
+    got = [(p.error_code, p.offset, p.timestamp, p.leader_epoch) for p in known]
+    assert got == [(0, 0, -1, -1), (0, 0, -1, -1), (0, -1, -1, -1), (0, 0, -1, 3)]
+
+
+class _Counting(FakeService):
+    """``list_offsets`` counted: the calls, and the most at once (each held for a few loop
+    steps, so concurrent ones overlap)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.asked: list[tuple[str, int]] = []
+        self.now = 0
+        self.most = 0
+
+    async def list_offsets(self, topic: str, partition: int, *args: Any, **kwargs: Any) -> Any:
+        self.asked.append((topic, partition))
+        self.now += 1
+        self.most = max(self.most, self.now)
+        try:
+            for _ in range(3):
+                await asyncio.sleep(0)
+            return await super().list_offsets(topic, partition, *args, **kwargs)
+        finally:
+            self.now -= 1
+
+
+def test_list_offsets_a_partition_named_twice_is_invalid_at_each_occurrence() -> None:
+    """As Kafka (duplicatePartitions): every occurrence of a partition named twice answers
+    INVALID_REQUEST and is not read; the others are answered as usual."""
+    service = _Counting()
+    payload = _list_offsets_request(
+        11, [(TOPIC, [(0, -2), (1, -1)]), (TOPIC, [(0, -1)]), ("nope", [(0, -2), (0, -1)])]
+    )
+    reply = asyncio.run(answer(context(service), payload))
+    response = ListOffsetsResponse[11].decode(unframe(reply), version=11, header=True)
+    got = [(t.name, p.partition_index, p.error_code, p.offset)
+           for t in response.topics for p in t.partitions]  # fmt: skip
+    invalid = codes.INVALID_REQUEST
+    assert got == [(TOPIC, 0, invalid, -1), (TOPIC, 1, 0, END), (TOPIC, 0, invalid, -1),
+                   ("nope", 0, invalid, -1), ("nope", 0, invalid, -1)]  # fmt: skip
+    assert service.asked == [(TOPIC, 1)]
+
+
+def test_list_offsets_reads_a_few_partitions_at_a_time_and_logs_failures_once(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    service = _Counting()
+    payload = _list_offsets_request(
+        11, [(TOPIC, [(p, -2) for p in range(40)]), ("nope", [(p, -2) for p in range(200)])]
+    )
+    with caplog.at_level(logging.INFO, logger="gateway.listener.handlers"):
+        reply = asyncio.run(answer(context(service), payload))
+    response = ListOffsetsResponse[11].decode(unframe(reply), version=11, header=True)
+    known, unknown = response.topics
+    assert [(p.partition_index, p.error_code, p.offset) for p in known.partitions] == [
+        (p, 0, 0) for p in range(40)
+    ]
+    assert {p.error_code for p in unknown.partitions} == {codes.UNKNOWN_TOPIC_OR_PARTITION}
+    assert len(service.asked) == 240
+    assert 1 < service.most <= READ_CONCURRENCY
+    lines = [r.getMessage() for r in caplog.records if r.name == "gateway.listener.handlers"]
+    assert len(lines) == 1 and "list offsets: 200 partition(s) failed" in lines[0]
+
+
+def test_list_offsets_and_metadata_naming_too_many_are_malformed() -> None:
+    """More than MAX_NAMED partitions (ListOffsets) or topics (Metadata) in one request,
+    duplicates counted: a malformed request, the connection closes (before, a 1 MB Metadata
+    naming one topic 100,000 times held the event loop for 5.3 s)."""
+    service = _Counting()
+    many = _list_offsets_request(11, [(TOPIC, [(p, -2) for p in range(MAX_NAMED + 1)])])
+    with pytest.raises(MalformedRequestError, match="more than 10000 partitions"):
+        asyncio.run(answer(context(service), many))
+    assert service.asked == []
+    r = MetadataRequest[12]
+    copies = [r.MetadataRequestTopic(name=TOPIC)] * (MAX_NAMED + 1)
+    message = r(topics=copies, allow_auto_topic_creation=False)
+    with pytest.raises(MalformedRequestError, match="more than 10000 topics"):
+        asyncio.run(answer(context(service), request(message)))
+
+
+class _CountingPartitions(FakeService):
+    def __init__(self) -> None:
+        super().__init__()
+        self.listed: list[str] = []
+
+    async def partitions(self, topic: str) -> list[PartitionInfo]:
+        self.listed.append(topic)
+        return await super().partitions(topic)
+
+
+def test_metadata_answers_each_topic_once() -> None:
+    """A topic named several times (by name or by id) is answered once, at its first
+    occurrence, as Kafka collects the names in a set; its partitions are listed once."""
+    r = MetadataRequest[12]
+    asked = ([r.MetadataRequestTopic(name=TOPIC, topic_id=None)] * 5000
+             + [r.MetadataRequestTopic(name="nope", topic_id=None)] * 3
+             + [r.MetadataRequestTopic(name=None, topic_id=TOPIC_ID)] * 2)  # fmt: skip
+    service = _CountingPartitions()
+    reply = asyncio.run(
+        answer(context(service), request(r(topics=asked, allow_auto_topic_creation=False)))
+    )
+    response = MetadataResponse[12].decode(unframe(reply), version=12, header=True)
+    got = [(t.name, t.error_code) for t in response.topics]
+    assert got == [(TOPIC, 0), ("nope", codes.UNKNOWN_TOPIC_OR_PARTITION), (TOPIC, 0)]
+    assert service.listed == [TOPIC, TOPIC]  # once by name, once by id
 
 
 def test_latest_tiered_is_the_epoch_of_the_highest_remote_offset() -> None:

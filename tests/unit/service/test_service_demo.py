@@ -215,6 +215,7 @@ async def test_out_of_range_and_unknown(service: GatewayService) -> None:
         0,
         info.remote_log_end_offset,
     )
+    assert caught.value.topic_id == info.topic_id  # the incarnation the bounds are of
     with pytest.raises(UnknownTopicOrPartitionError):
         await service.partition("nope", 0)
     with pytest.raises(UnknownTopicOrPartitionError):
