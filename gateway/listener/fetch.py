@@ -18,7 +18,10 @@ Semantics (``remote-read-semantics.md`` §7, §8, as :meth:`Service.fetch` imple
   ``inflight_bytes`` (its ``partition_max_bytes`` within what is left of ``max_bytes``) and
   gives back what it did not use; once nothing is left, a partition waits for the reads under
   way (they may give bytes back) and, still nothing left, is not read: it answers no records,
-  no error and its bounds (no batch is read outside the reservation only to be dropped). A
+  no error and its bounds. (With a few bytes left a partition is read, and the service's read
+  gives at least one whole batch, which the cut below may drop: at most one batch per
+  partition past the reservation, where a broker, whose minOneMessage holds for the first
+  partition with data only, would read none.) A
   partition's batches are cut to whole batches that fit what is left, the first partition
   with data is never cut to nothing (so every response with data makes progress); a
   partition cut to nothing answers no records and no error, and the client asks again from
@@ -274,15 +277,22 @@ class _Reservation:
         """Reserve a read's share (at most ``wanted``, within what is left); 0: nothing is
         left and no read under way can give any back, the partition is not to be read. A
         share taken is ended by :meth:`done` once the read has given back what it did not
-        use."""
+        use; a share refused (the budget did not free up in time) ends itself."""
         while self.left <= 0 and self._reading:
             await self._changed.wait()
         if self.left <= 0:
             return 0
-        n = await self._budget.acquire(min(wanted, self.left), self._deadline)
-        self.held += n
-        self.left -= n
+        asked = min(wanted, self.left)  # taken from the request before waiting for the budget,
+        self.left -= asked  # so reads waiting together do not each take what is left
         self._reading += 1
+        try:
+            n = await self._budget.acquire(asked, self._deadline)
+        except BaseException:
+            self.left += asked
+            self.done()
+            raise
+        self.held += n
+        self.left += asked - n
         return n
 
     def done(self) -> None:
@@ -639,6 +649,10 @@ async def _fill_bounds(ctx: Context, want: _Wanted, answer: PartitionAnswer) -> 
         info = await ctx.service.partition(want.topic, want.partition)
     except GatewayError as exc:
         answer.error = codes.error_code(exc)
+        return False
+    except Exception:  # a bug: this partition says so, the response goes
+        log.warning("fetch: the bounds of %s failed", want.where, exc_info=True)
+        answer.error = codes.UNKNOWN_SERVER_ERROR
         return False
     if want.topic_id is not None and info.topic_id != want.topic_id:
         answer.error = codes.UNKNOWN_TOPIC_ID  # re-created meanwhile: not this id's bounds

@@ -356,8 +356,9 @@ def _epoch_of(lineage: Sequence[tuple[int, int]], offset: int) -> int:
 
 async def list_offsets(ctx: Context, request: Request) -> Reply:
     """Every partition answered (see the module docstring), at most :data:`READ_CONCURRENCY`
-    read at a time; a partition named twice answers ``INVALID_REQUEST`` at each occurrence, as
-    Kafka's; the failures are logged on one line."""
+    read at a time; a partition of an allowed topic named twice answers ``INVALID_REQUEST`` at
+    each occurrence, as Kafka's; an unexpected error is that partition's
+    ``UNKNOWN_SERVER_ERROR``; the failures are logged on one line."""
     response_class = _response(request)
     topic_class = response_class.ListOffsetsTopicResponse
     partition_class = topic_class.ListOffsetsPartitionResponse
@@ -388,11 +389,11 @@ async def list_offsets(ctx: Context, request: Request) -> Reply:
             offset=-1,
             leader_epoch=-1,
         )
+        if not allowed[topic]:  # first, as Kafka: duplicates are looked for among the allowed
+            answer.error_code = codes.TOPIC_AUTHORIZATION_FAILED
+            return answer
         if named[(topic, p.partition_index)] > 1:
             answer.error_code = codes.INVALID_REQUEST
-            return answer
-        if not allowed[topic]:
-            answer.error_code = codes.TOPIC_AUTHORIZATION_FAILED
             return answer
         try:
             async with limit:
@@ -403,6 +404,12 @@ async def list_offsets(ctx: Context, request: Request) -> Reply:
         except GatewayError as exc:
             answer.error_code = codes.error_code(exc)
             failures.add(f"{topic}-{p.partition_index} ({p.timestamp})", answer.error_code, exc)
+            return answer
+        except Exception as exc:  # a bug: this partition's answer says so, the others stand
+            answer.error_code = codes.UNKNOWN_SERVER_ERROR
+            failures.add(f"{topic}-{p.partition_index} ({p.timestamp})", answer.error_code,
+                         repr(exc))  # fmt: skip
+            failures.unexpected = failures.unexpected or exc
             return answer
         if found is None:  # §12.1: below its version, or no such timestamp
             answer.error_code = codes.UNSUPPORTED_VERSION

@@ -109,6 +109,17 @@ def test_list_offsets_needs_describe(tmp_path: Path) -> None:
     assert _list_offsets(ctx, "User:alice") == [(TOPIC, 0, END), (MISSING, unknown, -1)]
     assert _list_offsets(ctx, "User:bob") == [(TOPIC, 0, END), (MISSING, failed, -1)]
     assert _list_offsets(ctx, "User:ci") == [(TOPIC, failed, -1), (MISSING, failed, -1)]
+    # a refused topic's partition named twice: refused (Kafka looks for duplicates among the
+    # allowed ones only); an allowed one named twice: INVALID_REQUEST
+    r = ListOffsetsRequest[7]
+    part = r.ListOffsetsTopic.ListOffsetsPartition(
+        partition_index=0, timestamp=-2, current_leader_epoch=-1
+    )
+    twice = r(replica_id=-1, isolation_level=0,
+              topics=[r.ListOffsetsTopic(name=TOPIC, partitions=[part, part])])  # fmt: skip
+    for who, code in (("User:ci", failed), ("User:bob", codes.INVALID_REQUEST)):
+        response = _ask(ctx, who, twice, ListOffsetsResponse[7], 7)
+        assert [p.error_code for t in response.topics for p in t.partitions] == [code] * 2
 
 
 def _fetch(ctx: Context, who: str) -> list[tuple[str, int, bool]]:

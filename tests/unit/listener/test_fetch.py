@@ -323,8 +323,12 @@ def test_an_overloaded_fetch_answers_a_retriable_error_per_partition() -> None:
         return FetchResponse[12].decode(unframe(reply), version=12, header=True)
 
     response = asyncio.run(run())
-    errors = [p.error_code for p in response.responses[0].partitions]
-    assert errors == [codes.KAFKA_STORAGE_ERROR] * 2
+    first, second = response.responses[0].partitions
+    assert (first.error_code, _offsets(first)) == (codes.KAFKA_STORAGE_ERROR, [])
+    # the second waits for the first's share (the request's whole max_bytes): refused in turn,
+    # or, once the response goes with the first's error, not read and answered with its bounds
+    got = (second.error_code, second.high_watermark, _offsets(second))
+    assert got in ((codes.KAFKA_STORAGE_ERROR, -1, []), (codes.NONE, END, [])), got
 
 
 def test_more_than_max_partitions_is_a_malformed_request() -> None:
@@ -427,6 +431,50 @@ def test_a_spent_max_bytes_reads_no_more_partitions(first_at_end: bool) -> None:
     else:
         assert reads == 1  # partition 1 was not read
         assert got == [(0, END, 0, list(range(2 * PER_BATCH))), (0, END, 0, [])]
+
+
+def test_reads_waiting_for_the_byte_budget_share_max_bytes_and_do_not_each_take_it() -> None:
+    """The budget is full when the request comes: both reads wait for it, and between them
+    reserve at most the request's max_bytes (before, each reserved all of it, holding twice
+    max_bytes of inflight_bytes just when it was scarce)."""
+    total = 4 * len(BATCH_BYTES[0])
+
+    async def run() -> list[tuple[int, int, int]]:
+        service = FakeService()
+        ctx = context(service)
+        blocker = await ctx.budget.acquire(ctx.budget.capacity, ctx.deadline())
+        payload = _fetch_request([(0, 0, 1 << 20), (1, 0, 1 << 20)], max_bytes=total,
+                                 wait_ms=5_000)  # fmt: skip
+        task = asyncio.ensure_future(fetch(ctx, decoded(payload)))
+        for _ in range(20):
+            await asyncio.sleep(0)
+        assert service.calls == []  # both are waiting for the budget
+        ctx.budget.release(blocker)
+        reply = await task
+        reply.release()
+        assert ctx.budget.in_use == 0
+        return service.calls
+
+    calls = asyncio.run(run())
+    assert calls and sum(c[2] for c in calls) <= total, calls
+
+
+class _BoundsBug(FakeService):
+    async def partition(self, topic: str, partition: int) -> Any:
+        if partition == 1:
+            raise KeyError("a bug in the service")
+        return await super().partition(topic, partition)
+
+
+def test_a_bug_in_the_bounds_of_a_partition_not_read_is_its_answer_only() -> None:
+    """max_bytes spent by partition 0, partition 1 is not read and answers its bounds; when
+    those fail with an unexpected error, that partition says UNKNOWN_SERVER_ERROR and the
+    response goes (before this, the whole Fetch failed)."""
+    spent = len(BATCH_BYTES[0]) + len(BATCH_BYTES[1])
+    payload = _fetch_request([(0, 0, 1 << 20), (1, 0, 1 << 20)], max_bytes=spent, wait_ms=500)
+    first, second = asyncio.run(_fetch(_BoundsBug(), payload)).responses[0].partitions
+    assert (first.error_code, _offsets(first)) == (codes.NONE, list(range(2 * PER_BATCH)))
+    assert (second.error_code, _offsets(second)) == (codes.UNKNOWN_SERVER_ERROR, [])
 
 
 def test_past_the_cap_a_fetch_with_nothing_answers_a_retriable_error() -> None:

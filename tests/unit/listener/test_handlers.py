@@ -270,6 +270,33 @@ def test_list_offsets_reads_a_few_partitions_at_a_time_and_logs_failures_once(
     assert len(lines) == 1 and "list offsets: 200 partition(s) failed" in lines[0]
 
 
+class _Bug(_Counting):
+    """``list_offsets`` of partition 0 fails with an exception that is not a GatewayError."""
+
+    async def list_offsets(self, topic: str, partition: int, *args: Any, **kwargs: Any) -> Any:
+        if partition == 0:
+            raise RuntimeError("a bug in the service")
+        return await super().list_offsets(topic, partition, *args, **kwargs)
+
+
+def test_an_unexpected_error_is_its_partitions_answer_and_the_others_are_given(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A bug in one partition's lookup answers UNKNOWN_SERVER_ERROR for it, logged as a
+    warning with its traceback, while every other partition is answered (before, the whole
+    request failed and the connection closed, the other lookups left running)."""
+    service = _Bug()
+    payload = _list_offsets_request(11, [(TOPIC, [(p, -2) for p in range(20)])])
+    with caplog.at_level(logging.INFO, logger="gateway.listener.handlers"):
+        reply = asyncio.run(answer(context(service), payload))
+    response = ListOffsetsResponse[11].decode(unframe(reply), version=11, header=True)
+    got = [(p.partition_index, p.error_code) for p in response.topics[0].partitions]
+    assert got == [(0, codes.UNKNOWN_SERVER_ERROR)] + [(p, 0) for p in range(1, 20)]
+    assert sorted(p for _, p in service.asked) == list(range(1, 20))
+    (line,) = [r for r in caplog.records if r.name == "gateway.listener.handlers"]
+    assert line.levelno == logging.WARNING and line.exc_info is not None
+
+
 def test_list_offsets_and_metadata_naming_too_many_are_malformed() -> None:
     """More than MAX_NAMED partitions (ListOffsets) or topics (Metadata) in one request,
     duplicates counted: a malformed request, the connection closes (before, a 1 MB Metadata
