@@ -77,7 +77,9 @@ class CorruptIndexError(CorruptDataError):
 
 
 class CorruptCheckpointError(CorruptDataError):
-    """A leader-epoch checkpoint or producer snapshot cannot be parsed."""
+    """A leader-epoch checkpoint or producer snapshot cannot be parsed, or a checkpoint that
+    parses disagrees with the segments' epoch maps (the partition's leader epochs are then in
+    doubt)."""
 
     code = "corrupt_checkpoint"
 

@@ -11,6 +11,7 @@ order is numeric order and a floor lookup is one ordered seek::
     l | tp | start offset | segment uuid   -> ""                        (listing by start offset)
     p | tp                                 -> partition state           (delete state, totals, name)
     c | tp                                 -> leader-epoch lineage      (from a checkpoint)
+    d | tp                                 -> lineage dispute           (a checkpoint refused)
     t | topic name | 0x00 | topic uuid     -> first event time          (name -> ids)
 
 Values (big-endian):
@@ -21,6 +22,7 @@ Values (big-endian):
 * epoch state: ``? has highest, q highestLogOffset, q size`` (KIP-852 running total).
 * partition state: ``b delete state (-1 = none), q segment count, q size`` then the topic name.
 * lineage: ``16s segment uuid`` of the checkpoint's segment, then ``(i epoch, q offset)``.
+* lineage dispute: ``16s segment uuid`` of the refused checkpoint's segment, then why (UTF-8).
 """
 
 from __future__ import annotations
@@ -45,8 +47,11 @@ EPOCH: Final = b"e"
 LISTING: Final = b"l"
 PARTITION: Final = b"p"
 LINEAGE: Final = b"c"
+DISPUTE: Final = b"d"
 TOPIC: Final = b"t"
-PARTITION_TAGS: Final = (SEGMENT, OFFSET, UNREFERENCED, EPOCH, LISTING, PARTITION, LINEAGE)
+PARTITION_TAGS: Final = (
+    SEGMENT, OFFSET, UNREFERENCED, EPOCH, LISTING, PARTITION, LINEAGE, DISPUTE,
+)  # fmt: skip
 
 _U32 = struct.Struct(">I")
 _I32 = struct.Struct(">I")
@@ -121,6 +126,10 @@ def partition_key(tp: TopicIdPartition) -> bytes:
 
 def lineage_key(tp: TopicIdPartition) -> bytes:
     return LINEAGE + tp_bytes(tp)
+
+
+def dispute_key(tp: TopicIdPartition) -> bytes:
+    return DISPUTE + tp_bytes(tp)
 
 
 def topic_prefix(name: str) -> bytes:
@@ -228,6 +237,14 @@ def decode_lineage(data: bytes) -> tuple[uuid.UUID, list[tuple[int, int]]]:
     n = (len(data) - 16) // 12
     entries = [_EPOCH_ENTRY.unpack_from(data, 16 + i * 12) for i in range(n)]
     return uuid.UUID(bytes=data[:16]), [(int(e), int(o)) for e, o in entries]
+
+
+def encode_dispute(segment: uuid.UUID, reason: str) -> bytes:
+    return segment.bytes + reason.encode("utf-8")
+
+
+def decode_dispute(data: bytes) -> tuple[uuid.UUID, str]:
+    return uuid.UUID(bytes=data[:16]), data[16:].decode("utf-8", "replace")
 
 
 def encode_time(value: int) -> bytes:

@@ -3,8 +3,13 @@
 Each partition's newest new segment carries, in its ``.indexes``, the broker's leader-epoch
 checkpoint: the whole epoch lineage up to that segment. It is read before the catalog changes
 (a store fault aborts the pass), and recorded only where the segments' own epoch maps agree
-with it (:func:`check_lineage`); a corrupt or missing checkpoint, or one the configured keys
-cannot open, is reported and passed over (the lineage then comes from the epoch maps).
+with it (:func:`check_lineage`); a checkpoint that cannot be parsed or is missing, or one the
+configured keys cannot open, is reported and passed over (the lineage then comes from the
+epoch maps). One that parses but disagrees with the epoch maps is reported and recorded as a
+dispute (:meth:`~gateway.metadata.manager.RemoteLogMetadataManager.dispute_epoch_lineage`):
+either it or an epoch map is damaged, and the answers that carry or depend on leader epochs
+are refused while it stands (:mod:`gateway.service.offsets`), rather than given from epoch
+maps that may be the damaged ones.
 """
 
 from __future__ import annotations
@@ -100,10 +105,15 @@ def record_lineages(
             continue  # an older segment than what the manager has: its lineage is shorter
         try:
             entries = [(e.epoch, e.start_offset) for e in parse_leader_epoch_checkpoint(data)]
+        except GatewayError as exc:  # unreadable: it is the damaged one, the maps stand
+            _skip(report, key, exc)
+            continue
+        try:
             check_lineage(manager, tp, entries, key)
             manager.set_epoch_lineage(tp, meta.segment_id.id, entries)
-        except GatewayError as exc:
+        except GatewayError as exc:  # it or an epoch map is damaged: which, nothing says
             _skip(report, key, exc)
+            manager.dispute_epoch_lineage(tp, meta.segment_id.id, str(exc))
             continue
         count += 1
     return count

@@ -200,6 +200,18 @@ class MetadataViews:
                     cache.assign(epoch, start)
             return cache.entries
 
+    def lineage_dispute(self, tp: TopicIdPartition) -> str | None:
+        """Why the partition's leader-epoch lineage is in doubt (its newest checkpoint
+        disagrees with the segments' epoch maps: :meth:`RemoteLogMetadataManager.
+        dispute_epoch_lineage`), while the checkpoint's segment is still in the catalog;
+        ``None`` when it is not."""
+        with self._lock:
+            data = self._db.get(ks.dispute_key(tp))
+            if data is None:
+                return None
+            segment, reason = ks.decode_dispute(data)
+            return reason if self._segment(tp, segment) is not None else None
+
     def epoch_for_offset(self, tp: TopicIdPartition, offset: int) -> int | None:
         return LeaderEpochCache(self.epoch_lineage(tp)).epoch_for_offset(offset)
 

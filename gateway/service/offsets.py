@@ -12,6 +12,9 @@
   offset index the position of ``max(start, O)``, and the first record with timestamp >= T
   (the batch's max timestamp under LOG_APPEND_TIME) and offset >= start answers, with its
   batch's leader epoch. Control records count, as in Kafka. Nothing found: (-1, -1, none).
+
+Earliest, latest and a timestamp are refused (``corrupt_checkpoint``) while the partition's
+leader-epoch lineage is in doubt (:func:`check_epochs`).
 """
 
 from __future__ import annotations
@@ -21,7 +24,7 @@ from concurrent.futures import Executor
 
 from gateway.cache.segments import SegmentSource
 from gateway.deadline import Deadline
-from gateway.errors import CorruptManifestError
+from gateway.errors import CorruptCheckpointError, CorruptManifestError
 from gateway.kafka.batch import RecordBatch
 from gateway.metadata.manager import RemoteLogMetadataManager
 from gateway.metadata.model import RemoteLogSegmentMetadata, SegmentState, TopicIdPartition
@@ -39,14 +42,30 @@ def _epoch(batch: RecordBatch) -> int | None:
     return batch.partition_leader_epoch if batch.partition_leader_epoch >= 0 else None
 
 
+def check_epochs(rlmm: RemoteLogMetadataManager, tp: TopicIdPartition) -> None:
+    """Refuse an answer that carries or depends on the leader-epoch lineage while it is in
+    doubt (the newest checkpoint disagrees with the segments' epoch maps, so one of them is
+    damaged: :meth:`~gateway.metadata.views.MetadataViews.lineage_dispute`). From the epoch
+    maps alone, a damaged map gave EARLIEST and LATEST another epoch and a timestamp search no
+    offset (-1) where the written log has one."""
+    reason = rlmm.lineage_dispute(tp)
+    if reason is not None:
+        raise CorruptCheckpointError(
+            f"{tp.topic}-{tp.partition}: the leader epochs of the remote log are in doubt, so "
+            f"answers that carry or depend on them are refused: {reason}"
+        )
+
+
 def timestamp_segment(
     rlmm: RemoteLogMetadataManager, tp: TopicIdPartition, timestamp: int
 ) -> tuple[RemoteLogSegmentMetadata, int] | None:
     """The segment ``findOffsetByTimestamp`` searches for ``timestamp`` and the remote log
-    start offset (RLMM reads only; shared with the Spark planner)."""
+    start offset (RLMM reads only; shared with the Spark planner); refused while the epoch
+    lineage is in doubt (:func:`check_epochs`)."""
     start, end = remote_bounds(rlmm, tp)
     if end == 0:
         return None
+    check_epochs(rlmm, tp)
     lineage = rlmm.epoch_lineage(tp)
     first_epoch = rlmm.epoch_for_offset(tp, start)
     epochs = [e.epoch for e in lineage if first_epoch is None or e.epoch >= first_epoch]
@@ -109,11 +128,13 @@ class OffsetFinder:
         self.claim_outside(tp, start, end)
         if end == 0:
             return NOT_FOUND
+        check_epochs(self._rlmm, tp)
         return OffsetResult(start, -1, self._rlmm.epoch_for_offset(tp, start))
 
     def latest(self, tp: TopicIdPartition) -> OffsetResult:
         start, end = remote_bounds(self._rlmm, tp)
         self.claim_outside(tp, start, end)
+        check_epochs(self._rlmm, tp)
         lineage = self._rlmm.epoch_lineage(tp)
         return OffsetResult(end, -1, lineage[-1].epoch if lineage else None)
 

@@ -760,7 +760,20 @@ def apply_flip(path: Path, flip: Flip) -> bytes:
     return original
 
 
-def _worker_main(
+def check_service(
+    folder: Path,
+    key_pair_spec: str,
+    flip: Flip,
+    oracles: Sequence[PartitionOracle],
+    step: Callable[[str], None] = lambda _: None,
+) -> Outcome:
+    """:func:`check_flip` run to its end: the service's check of one flip, as
+    :func:`check_worker` calls it."""
+    return asyncio.run(check_flip(folder, key_pair_spec, flip, oracles, step))
+
+
+def check_worker(
+    check: Callable[..., Outcome],
     conn: multiprocessing.connection.Connection,
     pristine: str,
     workdir: str,
@@ -768,7 +781,9 @@ def _worker_main(
     oracles_file: str,
     step_buffer: Any,
 ) -> None:
-    """A worker: its own copy of the buckets; flips one at a time as the parent sends them.
+    """A worker (:func:`run_campaign` starts it with its ``check``): its own copy of the
+    buckets; flips one at a time as the parent sends them, each answered by the blocking
+    ``check(folder, key_pair_spec, flip, oracles, step)``.
 
     Large inputs come through a file: what ``spawn`` pipes to a child must stay small, or a
     child dying before it has read it all leaves the parent blocked on the pipe."""
@@ -790,13 +805,12 @@ def _worker_main(
         flip = conn.recv()
         if flip is None:
             break
+        _WARNINGS.records.clear()  # prepare_process keeps the gateway's warnings per flip
         folder = Path(workdir) / flip.topic
         path = folder / flip.key
         original = apply_flip(path, flip)
         try:
-            outcome = asyncio.run(
-                check_flip(folder, key_pair_spec, flip, oracles[flip.topic], step)
-            )
+            outcome = check(folder, key_pair_spec, flip, oracles[flip.topic], step)
         finally:
             path.write_bytes(original)
         conn.send(outcome)
@@ -829,14 +843,14 @@ def run_campaign(
     flip_timeout: float = 30.0,
     start_timeout: float = 300.0,
     progress: Callable[[int, int], None] | None = None,
-    worker_main: Callable[..., None] = _worker_main,
+    check: Callable[..., Outcome] = check_service,
 ) -> list[Outcome]:
     """Run every flip in worker processes; one outcome per flip, in flip order.
 
-    ``worker_main``: the worker's main function, picklable (a module-level function or a
-    ``functools.partial`` of one), called as :func:`_worker_main` is and answering each flip
-    with an :class:`Outcome` (another reader of the bucket, :mod:`tests.integration.
-    campaign_readers`)."""
+    ``check``: what answers a flip in a worker (:func:`check_worker`), a module-level
+    function (picklable) called as :func:`check_service` is: the service's by default, another
+    reader of the bucket's (:mod:`tests.integration.campaign_readers`,
+    :mod:`tests.integration.campaign_listener`)."""
     ctx = multiprocessing.get_context("spawn")
     count = max(1, min(workers or os.cpu_count() or 2, len(flips) or 1))
     work_root = Path(tempfile.mkdtemp(prefix="workers-", dir=fixture.root))
@@ -851,7 +865,7 @@ def run_campaign(
         step = ctx.Array("c", 240, lock=False)
         workdir = work_root / f"w{generation}"
         process = ctx.Process(
-            target=worker_main,
+            target=functools.partial(check_worker, check),
             args=(
                 child,
                 str(fixture.buckets),

@@ -3,8 +3,8 @@
 The flips, the fixture, the oracle and the worker processes are those of
 :mod:`tests.integration.campaign` (each flip XORs one byte of one object of a copy of the
 small bucket; a worker that overruns ``flip_timeout`` is killed and its flip called ``hang``);
-only what runs on the damaged bucket differs (:func:`reader_worker`, passed to
-:func:`~tests.integration.campaign.run_campaign` as its ``worker_main``).
+only what runs on the damaged bucket differs (``_CHECKS``, passed to
+:func:`~tests.integration.campaign.run_campaign` as its ``check``).
 
 ``spark-source``: the ``tiered-kafka`` data source without a SparkSession (a session per flip
 would take seconds): the driver's plan (:func:`gateway.spark.driver.build_plan`, from one bucket
@@ -54,8 +54,6 @@ import dataclasses
 import functools
 import json
 import logging
-import multiprocessing.connection
-import pickle
 import random
 import re
 import shutil
@@ -91,7 +89,6 @@ from gateway.spark.read import read_split
 from gateway.storage.sync import SyncStoreSpec
 from tests.integration.campaign import (
     _SEVERITY,
-    _WARNINGS,
     BUILD_SEED,
     KINDS,
     VERDICTS,
@@ -111,7 +108,6 @@ from tests.integration.campaign import (
     every_byte_flips,
     examples,
     fixture_in,
-    prepare_process,
     run_campaign,
     sample_flips,
     smallest_segment,
@@ -611,43 +607,6 @@ _CHECKS: Final[dict[str, Callable[..., Outcome]]] = {
 }
 
 
-def reader_worker(
-    reader: str,
-    conn: multiprocessing.connection.Connection,
-    pristine: str,
-    workdir: str,
-    key_pair_spec: str,
-    oracles_file: str,
-    step_buffer: Any,
-) -> None:
-    """A worker of :func:`~tests.integration.campaign.run_campaign` for ``reader``: its own
-    copy of the buckets, flips one at a time (the service's worker, with a blocking check)."""
-    check = _CHECKS[reader]
-    prepare_process()
-    oracles: dict[str, tuple[PartitionOracle, ...]] = pickle.loads(Path(oracles_file).read_bytes())
-    shutil.copytree(pristine, workdir)
-    size = len(step_buffer)
-
-    def step(text: str) -> None:
-        step_buffer.value = text.encode()[: size - 1]
-
-    conn.send("ready")
-    while True:
-        flip = conn.recv()
-        if flip is None:
-            break
-        _WARNINGS.records.clear()  # prepare_process keeps the gateway's warnings per flip
-        folder = Path(workdir) / flip.topic
-        path = folder / flip.key
-        original = apply_flip(path, flip)
-        try:
-            outcome = check(folder, key_pair_spec, flip, oracles[flip.topic], step)
-        finally:
-            path.write_bytes(original)
-        conn.send(outcome)
-    conn.close()
-
-
 def run_reader(
     fixture: Fixture,
     flips: Sequence[Flip],
@@ -669,7 +628,7 @@ def run_reader(
         workers=workers,
         flip_timeout=flip_timeout,
         progress=progress,
-        worker_main=functools.partial(reader_worker, reader),
+        check=_CHECKS[reader],
     )
 
 

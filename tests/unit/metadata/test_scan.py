@@ -195,9 +195,12 @@ async def test_a_checkpoint_the_epoch_maps_contradict_is_not_trusted(
     local: LocalSegment, store: FilesystemStore, rlmm: RemoteLogMetadataManager
 ) -> None:
     """Manifests claim epochs {0, 5}; the checkpoint says 0 -> 0, 3 -> 150, which no segment's
-    map says: one of them is damaged, and the checkpoint is the one nothing reads records by.
-    It is reported and the lineage comes from the maps (issue 13: a flipped checkpoint byte
-    changed the epochs ListOffsets answered with)."""
+    map says: one of them is damaged, and which one nothing tells. It is reported, the lineage
+    comes from the maps (issue 13: a flipped checkpoint byte changed the epochs ListOffsets
+    answered with), and the partition's lineage is recorded as in doubt, so the answers that
+    carry epochs are refused (issue 19's listener campaign: a flipped epoch in a manifest's
+    map, the checkpoint right, made a timestamp search answer no offset). A newer checkpoint
+    that agrees settles it."""
     await upload_segment(store, objects(local, 1, 0, 99, ((0, 0),)))
     await upload_segment(store, objects(local, 2, 100, 199, ((0, 100), (5, 180))))
     retrier = Retrier(RetryPolicy())
@@ -210,6 +213,24 @@ async def test_a_checkpoint_the_epoch_maps_contradict_is_not_trusted(
     assert report.lineages == 0
     assert any(k.endswith(".indexes") and "epoch 3" in v for k, v in report.skipped.items())
     assert [tuple(e) for e in rlmm.epoch_lineage(TP)] == [(0, 0), (5, 180)]
+    doubt = rlmm.lineage_dispute(TP)
+    assert doubt is not None and "epoch 3" in doubt
+    rlmm.set_epoch_lineage(TP, uuid.uuid4(), [(0, 0), (5, 180)])  # a newer one agrees
+    assert rlmm.lineage_dispute(TP) is None
+
+
+async def test_a_disputed_lineage_lapses_with_its_segment(
+    local: LocalSegment, store: FilesystemStore, rlmm: RemoteLogMetadataManager
+) -> None:
+    """The doubt is about the checkpoint of one segment: once that segment is gone from the
+    catalog (retention), nothing disputes the maps any more."""
+    await upload_segment(store, objects(local, 1, 0, 99, ((0, 0),)))
+    await BucketScanner(store, rlmm, key_prefix=PREFIX).scan()
+    (meta,) = rlmm.list_remote_log_segments(TP)
+    rlmm.dispute_epoch_lineage(TP, uuid.uuid4(), "a segment not in the catalog")
+    assert rlmm.lineage_dispute(TP) is None
+    rlmm.dispute_epoch_lineage(TP, meta.segment_id.id, "its checkpoint disagrees")
+    assert rlmm.lineage_dispute(TP) == "its checkpoint disagrees"
 
 
 async def test_lineage_without_checkpoints_merges_the_epoch_maps(

@@ -18,8 +18,13 @@ from kafka.record import MemoryRecords
 from gateway.config import Settings
 from gateway.deadline import Deadline
 from gateway.demo import DemoBucket
-from gateway.errors import OffsetOutOfRangeError, UnknownTopicOrPartitionError
+from gateway.errors import (
+    CorruptCheckpointError,
+    OffsetOutOfRangeError,
+    UnknownTopicOrPartitionError,
+)
 from gateway.service.core import GatewayService
+from gateway.service.offsets import timestamp_segment
 from gateway.service.open import open_service
 from gateway.service.types import IsolationLevel
 from tests.fixtures.demo import copy_demo_bucket
@@ -201,6 +206,29 @@ async def test_list_offsets_equal_a_brute_force_search(
         latest = await service.list_offsets(topic, partition, "latest", Deadline.after(10))
         earliest = await service.list_offsets(topic, partition, "earliest", Deadline.after(10))
         assert (earliest.offset, latest.offset) == (0, last + 1)
+
+
+async def test_a_disputed_epoch_lineage_refuses_the_answers_that_carry_epochs(
+    service: GatewayService,
+) -> None:
+    """While the newest checkpoint disagrees with the epoch maps (one of them is damaged),
+    EARLIEST, LATEST and a timestamp search are a typed 502, as the Spark planner's search;
+    what does not depend on the lineage (a fetch, whose batches are checked against their
+    segment's map, and MAX_TIMESTAMP) still answers."""
+    info = await service.partition("orders", 0)
+    (tp,) = [t for t in service.rlmm.partitions(info.topic_id) if t.partition == 0]
+    segment = service.rlmm.list_remote_log_segments(tp)[-1].segment_id.id
+    service.rlmm.dispute_epoch_lineage(tp, segment, "its checkpoint disagrees (test)")
+    for spec in ("earliest", "latest", 1_700_000_000_000):
+        with pytest.raises(CorruptCheckpointError, match=r"in doubt.*disagrees"):
+            await service.list_offsets("orders", 0, spec, Deadline.after(5))  # type: ignore[arg-type]
+    with pytest.raises(CorruptCheckpointError):
+        timestamp_segment(service.rlmm, tp, 0)
+    top = await service.list_offsets("orders", 0, "max_timestamp", Deadline.after(5))
+    assert top.offset >= 0
+    page = await service.fetch("orders", 0, 0, max_bytes=1000, isolation=RU,
+                               deadline=Deadline.after(5))  # fmt: skip
+    assert page.batches
 
 
 async def test_out_of_range_and_unknown(service: GatewayService) -> None:
