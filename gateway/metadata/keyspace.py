@@ -22,7 +22,8 @@ Values (big-endian):
 * epoch state: ``? has highest, q highestLogOffset, q size`` (KIP-852 running total).
 * partition state: ``b delete state (-1 = none), q segment count, q size`` then the topic name.
 * lineage: ``16s segment uuid`` of the checkpoint's segment, then ``(i epoch, q offset)``.
-* lineage dispute: ``16s segment uuid`` of the refused checkpoint's segment, then why (UTF-8).
+* lineage dispute: ``16s segment uuid`` of the refused checkpoint's segment, ``i`` entry count,
+  its ``(i epoch, q offset)`` entries, then the object it came from (UTF-8).
 """
 
 from __future__ import annotations
@@ -239,12 +240,16 @@ def decode_lineage(data: bytes) -> tuple[uuid.UUID, list[tuple[int, int]]]:
     return uuid.UUID(bytes=data[:16]), [(int(e), int(o)) for e, o in entries]
 
 
-def encode_dispute(segment: uuid.UUID, reason: str) -> bytes:
-    return segment.bytes + reason.encode("utf-8")
+def encode_dispute(segment: uuid.UUID, entries: list[tuple[int, int]], where: str) -> bytes:
+    packed = b"".join(_EPOCH_ENTRY.pack(e, o) for e, o in entries)
+    return segment.bytes + _LEN.pack(len(entries)) + packed + where.encode("utf-8")
 
 
-def decode_dispute(data: bytes) -> tuple[uuid.UUID, str]:
-    return uuid.UUID(bytes=data[:16]), data[16:].decode("utf-8", "replace")
+def decode_dispute(data: bytes) -> tuple[uuid.UUID, list[tuple[int, int]], str]:
+    (n,) = _LEN.unpack_from(data, 16)
+    entries = [_EPOCH_ENTRY.unpack_from(data, 20 + i * 12) for i in range(n)]
+    where = data[20 + n * 12 :].decode("utf-8", "replace")
+    return uuid.UUID(bytes=data[:16]), [(int(e), int(o)) for e, o in entries], where
 
 
 def encode_time(value: int) -> bytes:

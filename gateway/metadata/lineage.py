@@ -20,10 +20,11 @@ from collections.abc import Awaitable, Callable
 
 from gateway.deadline import Deadline
 from gateway.errors import ConfigurationError, CorruptCheckpointError, GatewayError
-from gateway.kafka.epoch import parse_leader_epoch_checkpoint
+from gateway.kafka.epoch import LeaderEpochCache, parse_leader_epoch_checkpoint
 from gateway.metadata.manager import RemoteLogMetadataManager
 from gateway.metadata.manifests import ReadManifest, ScanReport, is_store_fault
 from gateway.metadata.model import RemoteLogSegmentMetadata, TopicIdPartition
+from gateway.metadata.views import MetadataViews
 from gateway.remote.keyring import KeyRing
 from gateway.remote.keys import ObjectKey, Suffix
 from gateway.remote.manifest import IndexType, SegmentManifest
@@ -103,48 +104,62 @@ def record_lineages(
         latest = manager.list_remote_log_segments(tp)
         if latest and max(m.end_offset for m in latest) > meta.end_offset:
             continue  # an older segment than what the manager has: its lineage is shorter
+        where = key.with_suffix(Suffix.INDEXES).key
         try:
             entries = [(e.epoch, e.start_offset) for e in parse_leader_epoch_checkpoint(data)]
-        except GatewayError as exc:  # unreadable: it is the damaged one, the maps stand
+            LeaderEpochCache(entries)  # increasing, non-negative
+        except GatewayError as exc:  # unreadable, out of order: the damaged one, maps stand
             _skip(report, key, exc)
             continue
         try:
-            check_lineage(manager, tp, entries, key)
-            manager.set_epoch_lineage(tp, meta.segment_id.id, entries)
-        except GatewayError as exc:  # it or an epoch map is damaged: which, nothing says
+            check_lineage(manager, tp, entries, where)
+        except CorruptCheckpointError as exc:  # it or an epoch map is damaged: which, unknown
             _skip(report, key, exc)
-            manager.dispute_epoch_lineage(tp, meta.segment_id.id, str(exc))
+            manager.dispute_epoch_lineage(tp, meta.segment_id.id, entries, where)
             continue
+        manager.set_epoch_lineage(tp, meta.segment_id.id, entries)
         count += 1
     return count
 
 
 def check_lineage(
-    manager: RemoteLogMetadataManager,
+    views: MetadataViews,
     tp: TopicIdPartition,
     entries: list[tuple[int, int]],
-    key: ObjectKey,
+    where: str,
 ) -> None:
-    """A checkpoint is trusted only where the segments' own epoch maps agree with it: each
-    of its epochs that starts inside the remote log starts there in the map of the segment
-    holding that offset, and the epoch it gives the remote log's first offset is the first
-    segment's. Raises :class:`CorruptCheckpointError` (O(entries) lookups, blocking)."""
-    start, end = manager.remote_log_start_offset(tp), manager.remote_log_end_offset(tp)
+    """A checkpoint (read from ``where``) is trusted only where the segments' own epoch maps
+    agree with it: each of its epochs that starts inside the remote log starts there in the
+    map of the segment holding that offset, and the epoch it gives the remote log's first
+    offset is the first segment's. A checkpoint that starts after the remote log's first
+    offset was cut at the log start by the broker (``truncateFromStart``: DeleteRecords, or
+    retention moving the log start before its segments are deleted): its first entry need
+    only lie in that epoch in its segment's map. Raises :class:`CorruptCheckpointError`
+    (O(entries) lookups, blocking)."""
+    start, end = views.remote_log_start_offset(tp), views.remote_log_end_offset(tp)
     if start is None or end is None:
         return
-    where = key.with_suffix(Suffix.INDEXES).key
     before = [e for e in entries if e[1] <= start]
-    first = manager.remote_log_segment_metadata(tp, before[-1][0], start) if before else None
-    if first is None or first.segment_leader_epochs[0][0] != before[-1][0]:
-        raise CorruptCheckpointError(
-            f"{where}: the leader-epoch checkpoint {entries} does not give the remote log's "
-            f"first offset {start} the epoch its segment does"
-        )
-    for epoch, offset in entries:
+    if before:
+        first = views.remote_log_segment_metadata(tp, before[-1][0], start)
+        if first is None or first.segment_leader_epochs[0][0] != before[-1][0]:
+            raise CorruptCheckpointError(
+                f"{where}: the leader-epoch checkpoint {entries} does not give the remote "
+                f"log's first offset {start} the epoch its segment does"
+            )
+    for i, (epoch, offset) in enumerate(entries):
         if start < offset <= end:
-            holder = manager.remote_log_segment_metadata(tp, epoch, offset)
-            if holder is None or (epoch, offset) not in holder.segment_leader_epochs:
+            holder = views.remote_log_segment_metadata(tp, epoch, offset)
+            cut = i == 0 and not before  # the log start, inside the epoch
+            if holder is None or not (
+                _in_epoch(holder, epoch, offset) if cut
+                else (epoch, offset) in holder.segment_leader_epochs
+            ):  # fmt: skip
                 raise CorruptCheckpointError(
                     f"{where}: the leader-epoch checkpoint starts epoch {epoch} at offset "
                     f"{offset}; no segment's epoch map says so"
                 )
+
+
+def _in_epoch(meta: RemoteLogSegmentMetadata, epoch: int, offset: int) -> bool:
+    return any(e == epoch and s <= offset <= last for e, s, last in meta.epoch_ranges())

@@ -171,13 +171,18 @@ class RemoteLogMetadataManager(MetadataViews):
             self._db.put(ks.lineage_key(tp), ks.encode_lineage(segment, entries))
             self._db.delete(ks.dispute_key(tp))  # a newer checkpoint agrees: settled
 
-    def dispute_epoch_lineage(self, tp: TopicIdPartition, segment: uuid.UUID, reason: str) -> None:
-        """Record that the leader-epoch checkpoint carried by ``segment`` (the partition's
-        newest) parses but disagrees with the segments' epoch maps: one of them is damaged,
-        and which cannot be told, so the lineage is in doubt (:meth:`lineage_dispute`) until a
-        newer checkpoint agrees (:meth:`set_epoch_lineage`) or ``segment`` is gone."""
+    def dispute_epoch_lineage(
+        self, tp: TopicIdPartition, segment: uuid.UUID, entries: list[tuple[int, int]], where: str
+    ) -> None:
+        """Record that the leader-epoch checkpoint ``entries`` carried by ``segment`` (the
+        partition's newest; read from ``where``) parses but disagrees with the segments'
+        epoch maps: one of them is damaged, and which cannot be told. The lineage is in doubt
+        while the disagreement lasts (:func:`gateway.service.offsets.check_epochs` checks it
+        again at each answer), until a newer checkpoint agrees (:meth:`set_epoch_lineage`) or
+        ``segment`` is gone."""
+        LeaderEpochCache(entries)  # validates: increasing, non-negative
         with self._lock, self._db.transaction():
-            self._db.put(ks.dispute_key(tp), ks.encode_dispute(segment, reason))
+            self._db.put(ks.dispute_key(tp), ks.encode_dispute(segment, entries, where))
 
     # --- state handlers (inside a transaction) -----------------------------------------------
 

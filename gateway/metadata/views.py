@@ -12,7 +12,7 @@ import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from gateway.errors import UnknownTopicOrPartitionError
+from gateway.errors import CorruptCheckpointError, UnknownTopicOrPartitionError
 from gateway.kafka.epoch import EpochEntry, LeaderEpochCache
 from gateway.metadata import keyspace as ks
 from gateway.metadata.backend import KeyValueBackend
@@ -193,24 +193,38 @@ class MetadataViews:
             cache = LeaderEpochCache()
             stored = self._db.get(ks.lineage_key(tp))
             if stored is not None:
-                cache = LeaderEpochCache(ks.decode_lineage(stored)[1])
+                cache = self._below_cut(tp, ks.decode_lineage(stored)[1])
             latest = cache.latest_entry
             for epoch, start in self._epoch_starts(tp):
                 if latest is None or (epoch > latest.epoch and start > latest.start_offset):
                     cache.assign(epoch, start)
             return cache.entries
 
-    def lineage_dispute(self, tp: TopicIdPartition) -> str | None:
-        """Why the partition's leader-epoch lineage is in doubt (its newest checkpoint
-        disagrees with the segments' epoch maps: :meth:`RemoteLogMetadataManager.
-        dispute_epoch_lineage`), while the checkpoint's segment is still in the catalog;
-        ``None`` when it is not."""
+    def lineage_dispute(self, tp: TopicIdPartition) -> tuple[list[tuple[int, int]], str] | None:
+        """The checkpoint that disagreed with the segments' epoch maps
+        (:meth:`RemoteLogMetadataManager.dispute_epoch_lineage`): its entries and the object
+        it came from, while its segment is still in the catalog; ``None`` otherwise."""
         with self._lock:
             data = self._db.get(ks.dispute_key(tp))
             if data is None:
                 return None
-            segment, reason = ks.decode_dispute(data)
-            return reason if self._segment(tp, segment) is not None else None
+            segment, entries, where = ks.decode_dispute(data)
+            return (entries, where) if self._segment(tp, segment) is not None else None
+
+    def _below_cut(self, tp: TopicIdPartition, entries: list[tuple[int, int]]) -> LeaderEpochCache:
+        """A checkpoint the broker cut at its log start (``truncateFromStart``) begins after
+        segments still in the bucket: their epoch maps give the epochs below its first entry
+        (the checkpoint alone, when they do not fit under it)."""
+        if not entries:
+            return LeaderEpochCache(entries)
+        head_epoch, head_start = entries[0]
+        below = [(e, s) for e, s in self._epoch_starts(tp) if s < head_start and e <= head_epoch]
+        start = min((s for e, s in below if e == head_epoch), default=head_start)
+        merged = [(e, s) for e, s in below if e < head_epoch] + [(head_epoch, start), *entries[1:]]
+        try:
+            return LeaderEpochCache(merged)
+        except CorruptCheckpointError:
+            return LeaderEpochCache(entries)
 
     def epoch_for_offset(self, tp: TopicIdPartition, offset: int) -> int | None:
         return LeaderEpochCache(self.epoch_lineage(tp)).epoch_for_offset(offset)

@@ -16,6 +16,7 @@ from concurrent.futures import ThreadPoolExecutor
 from gateway.cache.segments import SegmentSource
 from gateway.deadline import Deadline
 from gateway.errors import (
+    CorruptCheckpointError,
     CorruptDataError,
     CorruptManifestError,
     GatewayError,
@@ -33,7 +34,7 @@ from gateway.service.fetch import Fetcher, SegmentVanishedError, to_batches
 from gateway.service.listing import segment_infos
 from gateway.service.locate import read_inline, remote_bounds
 from gateway.service.metrics import CoreCollector
-from gateway.service.offsets import NOT_FOUND, OffsetFinder
+from gateway.service.offsets import NOT_FOUND, OffsetFinder, check_epochs
 from gateway.service.protocol import OffsetSpec
 from gateway.service.records import decode_records
 from gateway.service.stable import StableBounds, stable_bounds
@@ -178,8 +179,18 @@ class GatewayService:
             end,
             rlmm.remote_log_size(tp),
             rlmm.segment_count(tp),
-            tuple((e.epoch, e.start_offset) for e in rlmm.epoch_lineage(tp)),
+            self._lineage(tp),
         )
+
+    def _lineage(self, tp: TopicIdPartition) -> tuple[tuple[int, int], ...]:
+        """The leader epochs a partition's info shows: none while they are in doubt
+        (:func:`~gateway.service.offsets.check_epochs`; Metadata then says leader epoch -1,
+        unknown to clients, rather than one a damaged epoch map gave)."""
+        try:
+            check_epochs(self.rlmm, tp)
+        except CorruptCheckpointError:
+            return ()
+        return tuple((e.epoch, e.start_offset) for e in self.rlmm.epoch_lineage(tp))
 
     async def partitions(self, topic: str) -> list[PartitionInfo]:
         """The partitions of the topic's newest incarnation; a partition of it known only from

@@ -26,6 +26,7 @@ from gateway.cache.segments import SegmentSource
 from gateway.deadline import Deadline
 from gateway.errors import CorruptCheckpointError, CorruptManifestError
 from gateway.kafka.batch import RecordBatch
+from gateway.metadata.lineage import check_lineage
 from gateway.metadata.manager import RemoteLogMetadataManager
 from gateway.metadata.model import RemoteLogSegmentMetadata, SegmentState, TopicIdPartition
 from gateway.read.timesearch import TimestampHit, TimestampSearch
@@ -44,16 +45,23 @@ def _epoch(batch: RecordBatch) -> int | None:
 
 def check_epochs(rlmm: RemoteLogMetadataManager, tp: TopicIdPartition) -> None:
     """Refuse an answer that carries or depends on the leader-epoch lineage while it is in
-    doubt (the newest checkpoint disagrees with the segments' epoch maps, so one of them is
-    damaged: :meth:`~gateway.metadata.views.MetadataViews.lineage_dispute`). From the epoch
-    maps alone, a damaged map gave EARLIEST and LATEST another epoch and a timestamp search no
-    offset (-1) where the written log has one."""
-    reason = rlmm.lineage_dispute(tp)
-    if reason is not None:
+    doubt: the partition's newest checkpoint disagreed with the segments' epoch maps, so one
+    of them is damaged (:meth:`~gateway.metadata.views.MetadataViews.lineage_dispute`), and it
+    still does (checked again here, against the catalog as it is now: a repaired manifest or
+    a deleted segment settles it). From the epoch maps alone, a damaged map gave EARLIEST and
+    LATEST another epoch and a timestamp search no offset (-1) where the written log has
+    one. Blocking (catalog reads)."""
+    dispute = rlmm.lineage_dispute(tp)
+    if dispute is None:
+        return
+    entries, where = dispute
+    try:
+        check_lineage(rlmm, tp, entries, where)
+    except CorruptCheckpointError as exc:
         raise CorruptCheckpointError(
             f"{tp.topic}-{tp.partition}: the leader epochs of the remote log are in doubt, so "
-            f"answers that carry or depend on them are refused: {reason}"
-        )
+            f"answers that carry or depend on them are refused: {exc}"
+        ) from exc
 
 
 def timestamp_segment(

@@ -21,7 +21,9 @@ and the flip's probe timestamps, each against the oracle (offset, timestamp, lea
 
 Verdicts: ``same``; ``typed_error`` (a partition answered a Kafka error code other than
 ``UNKNOWN_SERVER_ERROR``: a consumer sees the error, nothing silently wrong); ``wrong`` (other
-records, a bad CRC, wrong bounds, no progress before the end); ``untyped``
+records, a bad CRC, wrong bounds, no progress before the end, ``OFFSET_OUT_OF_RANGE`` at an
+offset inside the written log: a consumer acts on it silently, by ``auto.offset.reset``);
+``untyped``
 (``UNKNOWN_SERVER_ERROR``, the connection closed, an exception in the check); ``hang``.
 """
 
@@ -198,6 +200,10 @@ async def walk(
         where = f"Fetch {name} {isolation.value} max_bytes={max_bytes} offset={offset}"
         step(where)
         answer = await fetch(wire, part, offset, max_bytes, isolation)
+        if answer.error_code == codes.OFFSET_OUT_OF_RANGE:  # inside the log: a consumer resets
+            said = f"[{answer.log_start_offset}, {answer.high_watermark})"
+            detail = f"{where}: OFFSET_OUT_OF_RANGE, log {said}, written [{part.start}, {part.end})"
+            return [*problems, Problem("wrong", "out of range inside the log", detail)]
         if answer.error_code != codes.NONE:
             return [*problems, code_problem(answer.error_code, where)]
         got = consume(answer.records, answer.aborted_transactions, committed)

@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 
+from gateway.errors import OffsetOutOfRangeError
 from gateway.service.core import GatewayService
 from gateway.service.types import FetchedBatches, FetchResult, OffsetResult
 from tests.integration.campaign import (
@@ -89,11 +90,16 @@ class _Tampered:
         svc: GatewayService,
         fetched: Callable[[FetchResult], FetchResult] = lambda r: r,
         offsets: Callable[[OffsetResult], OffsetResult] = lambda r: r,
+        out_of_range: bool = False,
     ) -> None:
         self.svc, self.fetched, self.offsets = svc, fetched, offsets
+        self.out_of_range = out_of_range
 
     async def fetch(self, *args: Any, **kwargs: Any) -> FetchResult:
-        return self.fetched(await self.svc.fetch(*args, **kwargs))
+        result = self.fetched(await self.svc.fetch(*args, **kwargs))
+        if self.out_of_range and args[2] > 0:  # a log said to end before the offset asked
+            raise OffsetOutOfRangeError("tampered", 0, args[2], topic_id=result.topic_id)
+        return result
 
     async def list_offsets(self, *args: Any, **kwargs: Any) -> OffsetResult:
         return self.offsets(await self.svc.list_offsets(*args, **kwargs))
@@ -118,6 +124,7 @@ def test_the_walk_over_the_wire_notices_wrong_answers(fixture: Fixture) -> None:
          "wrong log bounds"),
         ({"offsets": lambda r: dataclasses.replace(r, offset=r.offset + 1)},
          "wrong ListOffsets -2"),
+        ({"out_of_range": True}, "out of range inside the log"),
     ]  # fmt: skip
 
     async def run() -> list[list[Problem]]:

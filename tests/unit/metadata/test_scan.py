@@ -16,6 +16,7 @@ import pytest
 from gateway.deadline import Deadline
 from gateway.errors import (
     ConfigurationError,
+    CorruptCheckpointError,
     DeadlineExceededError,
     GatewayError,
     ObjectNotFoundError,
@@ -24,7 +25,7 @@ from gateway.errors import (
 )
 from gateway.kafka.demo import write_demo_segment
 from gateway.metadata.backend import MemoryBackend
-from gateway.metadata.lineage import checkpoint_reader
+from gateway.metadata.lineage import CheckpointReader, checkpoint_reader
 from gateway.metadata.manager import RemoteLogMetadataManager
 from gateway.metadata.manifests import UnreadableSegment
 from gateway.metadata.model import SegmentState, TopicIdPartition
@@ -42,6 +43,7 @@ from gateway.remote.tiering import (
     read_segment_dir,
     upload_segment,
 )
+from gateway.service.offsets import check_epochs
 from gateway.storage.base import ObjectInfo
 from gateway.storage.filesystem import FilesystemStore
 from gateway.storage.retry import Retrier, RetryPolicy
@@ -214,23 +216,77 @@ async def test_a_checkpoint_the_epoch_maps_contradict_is_not_trusted(
     assert any(k.endswith(".indexes") and "epoch 3" in v for k, v in report.skipped.items())
     assert [tuple(e) for e in rlmm.epoch_lineage(TP)] == [(0, 0), (5, 180)]
     doubt = rlmm.lineage_dispute(TP)
-    assert doubt is not None and "epoch 3" in doubt
+    assert doubt is not None
+    assert doubt[0] == [(0, 0), (3, 150)] and doubt[1].endswith(".indexes")
+    with pytest.raises(CorruptCheckpointError, match=r"in doubt.*epoch 3"):
+        check_epochs(rlmm, TP)
     rlmm.set_epoch_lineage(TP, uuid.uuid4(), [(0, 0), (5, 180)])  # a newer one agrees
     assert rlmm.lineage_dispute(TP) is None
+    check_epochs(rlmm, TP)
 
 
-async def test_a_disputed_lineage_lapses_with_its_segment(
+async def test_a_dispute_is_checked_again_and_lapses_with_its_segment(
     local: LocalSegment, store: FilesystemStore, rlmm: RemoteLogMetadataManager
 ) -> None:
-    """The doubt is about the checkpoint of one segment: once that segment is gone from the
-    catalog (retention), nothing disputes the maps any more."""
-    await upload_segment(store, objects(local, 1, 0, 99, ((0, 0),)))
+    """The doubt is checked against the catalog as it is at each answer: a checkpoint that
+    agrees with the maps now (a damaged manifest repaired and read again) settles it; once
+    the checkpoint's segment is gone (retention), nothing disputes the maps any more."""
+    await upload_segment(store, objects(local, 1, 0, 99, ((0, 0), (2, 40))))
     await BucketScanner(store, rlmm, key_prefix=PREFIX).scan()
     (meta,) = rlmm.list_remote_log_segments(TP)
-    rlmm.dispute_epoch_lineage(TP, uuid.uuid4(), "a segment not in the catalog")
+    rlmm.dispute_epoch_lineage(TP, meta.segment_id.id, [(0, 0), (3, 40)], "k.indexes")
+    with pytest.raises(CorruptCheckpointError, match=r"k\.indexes"):
+        check_epochs(rlmm, TP)
+    rlmm.dispute_epoch_lineage(TP, meta.segment_id.id, [(0, 0), (2, 40)], "k.indexes")
+    check_epochs(rlmm, TP)  # agrees with the catalog as it is now
+    rlmm.dispute_epoch_lineage(TP, uuid.uuid4(), [(0, 0), (3, 40)], "gone.indexes")
     assert rlmm.lineage_dispute(TP) is None
-    rlmm.dispute_epoch_lineage(TP, meta.segment_id.id, "its checkpoint disagrees")
-    assert rlmm.lineage_dispute(TP) == "its checkpoint disagrees"
+    check_epochs(rlmm, TP)
+
+
+def _fixed_checkpoint(text: bytes) -> CheckpointReader:
+    async def read(key: ObjectKey, manifest: SegmentManifest) -> bytes | None:
+        return text
+
+    return read
+
+
+@pytest.mark.parametrize(
+    "checkpoint",
+    [
+        b"0\n2\n0 50\n5 180\n",  # DeleteRecords to 50: the broker's truncateFromStart(50)
+        b"0\n2\n0 100\n5 180\n",  # retention: the log start at 100 before segment 1 goes
+    ],
+)
+async def test_a_checkpoint_cut_at_a_moved_log_start_is_trusted(
+    local: LocalSegment, store: FilesystemStore, rlmm: RemoteLogMetadataManager, checkpoint: bytes
+) -> None:
+    """A broker cuts its checkpoint at its log start: a segment uploaded after DeleteRecords,
+    or after retention moved the log start but before it deleted the older segments, carries
+    a checkpoint that begins after segments still in the bucket (a reviewer's case: it was
+    disputed, and EARLIEST refused). It is recorded; the maps give the epochs below it."""
+    await upload_segment(store, objects(local, 1, 0, 99, ((0, 0),)))
+    await upload_segment(store, objects(local, 2, 100, 199, ((0, 100), (5, 180))))
+    scanner = BucketScanner(store, rlmm, key_prefix=PREFIX,
+                            checkpoint_reader=_fixed_checkpoint(checkpoint))  # fmt: skip
+    report = await scanner.scan()
+    assert (report.lineages, rlmm.lineage_dispute(TP)) == (1, None), report.skipped
+    assert [tuple(e) for e in rlmm.epoch_lineage(TP)] == [(0, 0), (5, 180)]
+    assert rlmm.epoch_for_offset(TP, 0) == 0
+
+
+async def test_a_checkpoint_out_of_order_is_passed_over_not_disputed(
+    local: LocalSegment, store: FilesystemStore, rlmm: RemoteLogMetadataManager
+) -> None:
+    """Entries that go back (5 at 180, then 0 at 0) are plainly the damaged object: skipped,
+    the maps stand, no doubt recorded."""
+    await upload_segment(store, objects(local, 1, 0, 99, ((0, 0),)))
+    await upload_segment(store, objects(local, 2, 100, 199, ((0, 100), (5, 180))))
+    scanner = BucketScanner(store, rlmm, key_prefix=PREFIX,
+                            checkpoint_reader=_fixed_checkpoint(b"0\n2\n5 180\n0 0\n"))  # fmt: skip
+    report = await scanner.scan()
+    assert report.lineages == 0 and any(k.endswith(".indexes") for k in report.skipped)
+    assert rlmm.lineage_dispute(TP) is None
 
 
 async def test_lineage_without_checkpoints_merges_the_epoch_maps(

@@ -212,15 +212,19 @@ async def test_a_disputed_epoch_lineage_refuses_the_answers_that_carry_epochs(
     service: GatewayService,
 ) -> None:
     """While the newest checkpoint disagrees with the epoch maps (one of them is damaged),
-    EARLIEST, LATEST and a timestamp search are a typed 502, as the Spark planner's search;
-    what does not depend on the lineage (a fetch, whose batches are checked against their
-    segment's map, and MAX_TIMESTAMP) still answers."""
+    EARLIEST, LATEST and a timestamp search are a typed 502, as the Spark planner's search,
+    and the partition's info shows no epochs; what does not depend on the lineage (a fetch,
+    whose batches are checked against their segment's map, and MAX_TIMESTAMP) still
+    answers."""
     info = await service.partition("orders", 0)
     (tp,) = [t for t in service.rlmm.partitions(info.topic_id) if t.partition == 0]
     segment = service.rlmm.list_remote_log_segments(tp)[-1].segment_id.id
-    service.rlmm.dispute_epoch_lineage(tp, segment, "its checkpoint disagrees (test)")
+    assert (await service.partition("orders", 0)).leader_epochs
+    # a checkpoint with an epoch 99 no segment's map has
+    service.rlmm.dispute_epoch_lineage(tp, segment, [(0, 0), (99, 1)], "its.indexes")
+    assert (await service.partition("orders", 0)).leader_epochs == ()  # Metadata: epoch -1
     for spec in ("earliest", "latest", 1_700_000_000_000):
-        with pytest.raises(CorruptCheckpointError, match=r"in doubt.*disagrees"):
+        with pytest.raises(CorruptCheckpointError, match=r"in doubt.*its\.indexes.*epoch 99"):
             await service.list_offsets("orders", 0, spec, Deadline.after(5))  # type: ignore[arg-type]
     with pytest.raises(CorruptCheckpointError):
         timestamp_segment(service.rlmm, tp, 0)
