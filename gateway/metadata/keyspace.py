@@ -33,6 +33,7 @@ import uuid
 from dataclasses import dataclass
 from typing import Final
 
+from gateway.errors import CorruptCheckpointError
 from gateway.metadata.model import (
     PartitionDeleteState,
     RemoteLogSegmentId,
@@ -246,7 +247,9 @@ def encode_dispute(segment: uuid.UUID, entries: list[tuple[int, int]], where: st
 
 
 def decode_dispute(data: bytes) -> tuple[uuid.UUID, list[tuple[int, int]], str]:
-    (n,) = _LEN.unpack_from(data, 16)
+    n = _LEN.unpack_from(data, 16)[0] if len(data) >= 20 else -1
+    if not 0 <= n <= (len(data) - 20) // 12:
+        raise CorruptCheckpointError(f"a lineage dispute record of {len(data)} bytes is cut")
     entries = [_EPOCH_ENTRY.unpack_from(data, 20 + i * 12) for i in range(n)]
     where = data[20 + n * 12 :].decode("utf-8", "replace")
     return uuid.UUID(bytes=data[:16]), [(int(e), int(o)) for e, o in entries], where

@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import threading
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
-from gateway.errors import CorruptCheckpointError, UnknownTopicOrPartitionError
+from gateway.errors import UnknownTopicOrPartitionError
 from gateway.kafka.epoch import EpochEntry, LeaderEpochCache
 from gateway.metadata import keyspace as ks
 from gateway.metadata.backend import KeyValueBackend
@@ -24,6 +24,8 @@ from gateway.metadata.model import (
 )
 
 _EPOCH_AT = 1 + ks.TP_LEN
+DisputeCheck = Callable[["MetadataViews", TopicIdPartition, list[tuple[int, int]], str], None]
+"""Checks a disputed checkpoint against the catalog (``lineage.check_lineage``)."""
 
 
 class MetadataViews:
@@ -192,13 +194,23 @@ class MetadataViews:
             self._require(tp)
             cache = LeaderEpochCache()
             stored = self._db.get(ks.lineage_key(tp))
+            starts = self._epoch_starts(tp)
             if stored is not None:
-                cache = self._below_cut(tp, ks.decode_lineage(stored)[1])
+                cache = _below_cut(starts, ks.decode_lineage(stored)[1])
             latest = cache.latest_entry
-            for epoch, start in self._epoch_starts(tp):
+            for epoch, start in starts:
                 if latest is None or (epoch > latest.epoch and start > latest.start_offset):
                     cache.assign(epoch, start)
             return cache.entries
+
+    def recheck_dispute(self, tp: TopicIdPartition, check: DisputeCheck) -> None:
+        """``check(self, tp, entries, where)`` on the stored dispute, if any
+        (:meth:`lineage_dispute`), under the lock: against one state of the catalog, not one a
+        scan changes halfway through."""
+        with self._lock:
+            dispute = self.lineage_dispute(tp)
+            if dispute is not None:
+                check(self, tp, *dispute)
 
     def lineage_dispute(self, tp: TopicIdPartition) -> tuple[list[tuple[int, int]], str] | None:
         """The checkpoint that disagreed with the segments' epoch maps
@@ -210,21 +222,6 @@ class MetadataViews:
                 return None
             segment, entries, where = ks.decode_dispute(data)
             return (entries, where) if self._segment(tp, segment) is not None else None
-
-    def _below_cut(self, tp: TopicIdPartition, entries: list[tuple[int, int]]) -> LeaderEpochCache:
-        """A checkpoint the broker cut at its log start (``truncateFromStart``) begins after
-        segments still in the bucket: their epoch maps give the epochs below its first entry
-        (the checkpoint alone, when they do not fit under it)."""
-        if not entries:
-            return LeaderEpochCache(entries)
-        head_epoch, head_start = entries[0]
-        below = [(e, s) for e, s in self._epoch_starts(tp) if s < head_start and e <= head_epoch]
-        start = min((s for e, s in below if e == head_epoch), default=head_start)
-        merged = [(e, s) for e, s in below if e < head_epoch] + [(head_epoch, start), *entries[1:]]
-        try:
-            return LeaderEpochCache(merged)
-        except CorruptCheckpointError:
-            return LeaderEpochCache(entries)
 
     def epoch_for_offset(self, tp: TopicIdPartition, offset: int) -> int | None:
         return LeaderEpochCache(self.epoch_lineage(tp)).epoch_for_offset(offset)
@@ -276,3 +273,23 @@ class MetadataViews:
         with self._lock:
             self._require(tp)
         return tp
+
+
+def _below_cut(starts: list[tuple[int, int]], entries: list[tuple[int, int]]) -> LeaderEpochCache:
+    """A checkpoint the broker cut at its log start (``truncateFromStart``) begins after
+    segments still in the bucket: the epoch maps (``starts``: each epoch's earliest start)
+    give the epochs below its first entry, with ``LeaderEpochFileCache.assign`` rules as for
+    the maps alone (a stale segment of an unclean election starting an epoch at the same
+    offset as the next one then drops out, as there)."""
+    if not entries or not any(s < entries[0][1] for _, s in starts):
+        return LeaderEpochCache(entries)
+    head_epoch, head_start = entries[0]
+    cache = LeaderEpochCache()
+    for epoch, start in starts:
+        if epoch < head_epoch and start < head_start:
+            cache.assign(epoch, start)
+    below = [s for e, s in starts if e == head_epoch and s < head_start]
+    cache.assign(head_epoch, min(below, default=head_start))
+    for epoch, start in entries[1:]:
+        cache.assign(epoch, start)
+    return cache

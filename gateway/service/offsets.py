@@ -51,12 +51,8 @@ def check_epochs(rlmm: RemoteLogMetadataManager, tp: TopicIdPartition) -> None:
     a deleted segment settles it). From the epoch maps alone, a damaged map gave EARLIEST and
     LATEST another epoch and a timestamp search no offset (-1) where the written log has
     one. Blocking (catalog reads)."""
-    dispute = rlmm.lineage_dispute(tp)
-    if dispute is None:
-        return
-    entries, where = dispute
     try:
-        check_lineage(rlmm, tp, entries, where)
+        rlmm.recheck_dispute(tp, check_lineage)
     except CorruptCheckpointError as exc:
         raise CorruptCheckpointError(
             f"{tp.topic}-{tp.partition}: the leader epochs of the remote log are in doubt, so "

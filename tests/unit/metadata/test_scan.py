@@ -24,6 +24,7 @@ from gateway.errors import (
     StorageUnavailableError,
 )
 from gateway.kafka.demo import write_demo_segment
+from gateway.metadata import keyspace as ks
 from gateway.metadata.backend import MemoryBackend
 from gateway.metadata.lineage import CheckpointReader, checkpoint_reader
 from gateway.metadata.manager import RemoteLogMetadataManager
@@ -43,7 +44,7 @@ from gateway.remote.tiering import (
     read_segment_dir,
     upload_segment,
 )
-from gateway.service.offsets import check_epochs
+from gateway.service.offsets import check_epochs, timestamp_segment
 from gateway.storage.base import ObjectInfo
 from gateway.storage.filesystem import FilesystemStore
 from gateway.storage.retry import Retrier, RetryPolicy
@@ -574,3 +575,34 @@ async def test_forgetting_a_vanished_segment_needs_a_listing(
     await delete_segment(store, seg)
     assert await scanner.forget_if_vanished(meta, FAST, Deadline.after(30))
     assert catalog(rlmm) == []
+
+
+async def test_below_a_cut_checkpoint_the_maps_follow_kafkas_assign_rules(
+    local: LocalSegment, store: FilesystemStore, rlmm: RemoteLogMetadataManager
+) -> None:
+    """An unclean election left the old leader's epoch-1 segment [100, 199] beside the new
+    leader's epoch-2 [100, 249]; the new leader's checkpoint was later cut at 150. Below the
+    cut, the maps give the epochs by LeaderEpochFileCache.assign, as for the maps alone: (0 at
+    0, 2 at 100). A reviewer's case: a strict merge failed there, fell back to the cut
+    checkpoint alone, and a timestamp lookup skipped epoch 0 (answered from [100, 249] where
+    the record at 0 was the answer)."""
+    await upload_segment(store, objects(local, 1, 0, 99, ((0, 0),)))
+    await upload_segment(store, objects(local, 2, 100, 199, ((1, 100),)))  # the old leader's
+    await upload_segment(store, objects(local, 3, 100, 249, ((2, 100),)))
+    await upload_segment(store, objects(local, 4, 250, 349, ((2, 250),)))
+    scanner = BucketScanner(store, rlmm, key_prefix=PREFIX,
+                            checkpoint_reader=_fixed_checkpoint(b"0\n1\n2 150\n"))  # fmt: skip
+    report = await scanner.scan()
+    assert (report.lineages, rlmm.lineage_dispute(TP)) == (1, None), report.skipped
+    assert [tuple(e) for e in rlmm.epoch_lineage(TP)] == [(0, 0), (2, 100)]
+    found = timestamp_segment(rlmm, TP, 0)
+    assert found is not None and found[0].start_offset == 0
+
+
+def test_a_dispute_record_round_trips_and_a_cut_one_is_typed() -> None:
+    sid = uuid.uuid4()
+    data = ks.encode_dispute(sid, [(0, 0), (5, 180)], "tiered/t-0/x.indexes é")
+    assert ks.decode_dispute(data) == (sid, [(0, 0), (5, 180)], "tiered/t-0/x.indexes é")
+    for cut in (data[:10], data[:30], sid.bytes + b"reason"):
+        with pytest.raises(CorruptCheckpointError, match="cut"):
+            ks.decode_dispute(cut)
