@@ -64,12 +64,12 @@ def timestamp_segment(
     rlmm: RemoteLogMetadataManager, tp: TopicIdPartition, timestamp: int
 ) -> tuple[RemoteLogSegmentMetadata, int] | None:
     """The segment ``findOffsetByTimestamp`` searches for ``timestamp`` and the remote log
-    start offset (RLMM reads only; shared with the Spark planner); refused while the epoch
-    lineage is in doubt (:func:`check_epochs`)."""
+    start offset (RLMM reads only; shared with the Spark planner). Its callers refuse the
+    answer while the epoch lineage is in doubt (:func:`check_epochs`), after their check of
+    the unreadable manifests the search passed over (the error naming one is the sharper)."""
     start, end = remote_bounds(rlmm, tp)
     if end == 0:
         return None
-    check_epochs(rlmm, tp)
     lineage = rlmm.epoch_lineage(tp)
     first_epoch = rlmm.epoch_for_offset(tp, start)
     epochs = [e.epoch for e in lineage if first_epoch is None or e.epoch >= first_epoch]
@@ -185,13 +185,13 @@ class OffsetFinder:
     ) -> OffsetResult:
         rlmm = self._rlmm
         picked = await asyncio.to_thread(timestamp_segment, rlmm, tp, timestamp)
+        self._claim_before(tp, None if picked is None else picked[0].start_offset)
+        await asyncio.to_thread(check_epochs, rlmm, tp)
         if picked is None:
-            self._claim_before(tp, None)
             last = await asyncio.to_thread(_last_segment, rlmm, tp)
             await self._check_skipped(last, timestamp, deadline)
             return NOT_FOUND
         meta, start = picked
-        self._claim_before(tp, meta.start_offset)
         if meta.start_offset > start:
             before = await asyncio.to_thread(resolve, rlmm, tp, meta.start_offset - 1)
             await self._check_skipped(before, timestamp, deadline)

@@ -21,7 +21,7 @@ from gateway.read.framing import SegmentFramer
 from gateway.read.timesearch import TimestampSearch
 from gateway.remote.keys import Suffix
 from gateway.service.locate import Claim, remote_bounds, resolve
-from gateway.service.offsets import timestamp_segment
+from gateway.service.offsets import check_epochs, timestamp_segment
 from gateway.spark.dataloss import lost
 from gateway.spark.plan import object_key, segment_ref
 from gateway.spark.segments import (
@@ -67,6 +67,7 @@ def offset_for_timestamp(
     passed = [c for c in claims if picked is None or c.start_offset < picked[0].start_offset]
     if passed:
         lost(fail_on_data_loss, f"{where}: the answer may be in an unreadable segment", passed)
+    check_epochs(rlmm, tp)  # the search followed the epoch lineage: refused while in doubt
     if picked is None:
         _, end = remote_bounds(rlmm, tp)
         _check_skipped(ctx, resolve(rlmm, tp, end - 1) if end > 0 else None, timestamp)
