@@ -1122,6 +1122,21 @@ def summary(outcomes: Sequence[Outcome]) -> Counter[str]:
     return Counter(o.verdict for o in outcomes)
 
 
+def report(fixture: Fixture, outcomes: Sequence[Outcome]) -> str:
+    """The table of verdicts and an example of each problem class."""
+    return f"{table(outcomes)}\n{examples(fixture, outcomes)}"
+
+
+def assert_no_bad_answer(fixture: Fixture, outcomes: Sequence[Outcome]) -> Counter[str]:
+    """A campaign's verdict: no wrong answer, no hang, nothing untyped (the report printed
+    and in the failure); the counts per verdict."""
+    text = report(fixture, outcomes)
+    print(text)
+    counts = summary(outcomes)
+    assert (counts["wrong"], counts["hang"], counts["untyped"]) == (0, 0, 0), text
+    return counts
+
+
 def _json(outcome: Outcome) -> dict[str, Any]:
     return {
         "flip": dataclasses.asdict(outcome.flip),

@@ -20,7 +20,7 @@ import asyncio
 import dataclasses
 import os
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import Any, cast
 
 import pytest
@@ -31,20 +31,19 @@ from tests.integration.campaign import (
     KINDS,
     LAG_LIMIT_MS,
     Fixture,
-    Outcome,
     PartitionOracle,
     Problem,
+    assert_no_bad_answer,
     build_fixture,
     control_flips,
     every_byte_flips,
-    examples,
     fresh_service,
     lagging,
+    report,
     run_campaign,
     sample_flips,
     service_settings,
     smallest_segment,
-    summary,
     table,
     walk,
 )
@@ -59,22 +58,11 @@ def fixture(tmp_path_factory: pytest.TempPathFactory) -> Fixture:
     return build_fixture(tmp_path_factory.mktemp("campaign"))
 
 
-def _report(fixture: Fixture, outcomes: Sequence[Outcome]) -> str:
-    return f"{table(outcomes)}\n{examples(fixture, outcomes)}"
-
-
-def _assert_no_bad_answer(fixture: Fixture, outcomes: Sequence[Outcome]) -> None:
-    report = _report(fixture, outcomes)
-    print(report)
-    counts = summary(outcomes)
-    assert (counts["wrong"], counts["hang"], counts["untyped"]) == (0, 0, 0), report
-
-
 def test_an_undamaged_bucket_reads_as_written(fixture: Fixture) -> None:
     """The oracle's own check: with nothing flipped, every walk and probe of every topic, at
     every max_bytes, equals what was written."""
     outcomes = run_campaign(fixture, control_flips(fixture), workers=WORKERS)
-    assert {o.verdict for o in outcomes} == {"same"}, _report(fixture, outcomes)
+    assert {o.verdict for o in outcomes} == {"same"}, report(fixture, outcomes)
 
 
 def test_the_harness_classifies_hangs_crashes_and_exceptions(fixture: Fixture) -> None:
@@ -194,7 +182,7 @@ def test_sampled_flips_give_the_records_as_written_or_a_typed_error(fixture: Fix
     assert set(cells) == {(t, k) for t in fixture.topics() for k in KINDS}
     assert min(cells.values()) >= SAMPLED_FLIPS // len(cells)
     outcomes = run_campaign(fixture, flips, workers=WORKERS)
-    _assert_no_bad_answer(fixture, outcomes)
+    assert_no_bad_answer(fixture, outcomes)
     assert lagging(outcomes, cpu=True) == 0, table(outcomes)
 
 
@@ -206,7 +194,7 @@ def test_every_byte_of_one_segment(fixture: Fixture) -> None:
     objects = smallest_segment(fixture, "plain.v1-raw")
     flips = every_byte_flips(fixture, objects, (0x01, 0x80, 0xFF), SEED)
     outcomes = run_campaign(fixture, flips, workers=WORKERS)
-    _assert_no_bad_answer(fixture, outcomes)
+    assert_no_bad_answer(fixture, outcomes)
     assert lagging(outcomes, cpu=True) == 0, table(outcomes)
     slow = [o.flip for o in outcomes if o.lag_ms > LAG_LIMIT_MS]
     again = run_campaign(fixture, slow, workers=1) if slow else []

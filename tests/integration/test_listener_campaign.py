@@ -24,16 +24,16 @@ from tests.integration.campaign import (
     Fixture,
     Outcome,
     Problem,
+    assert_no_bad_answer,
     build_fixture,
     control_flips,
     every_byte_flips,
-    examples,
     fresh_service,
+    report,
     run_campaign,
     sample_flips,
     service_settings,
     smallest_segment,
-    summary,
     table,
 )
 from tests.integration.campaign_listener import check_listener, read_through_listener
@@ -58,9 +58,7 @@ def test_an_undamaged_bucket_reads_as_written_through_the_listener(fixture: Fixt
     """The oracle's own check: nothing flipped, every walk (both isolation levels, every
     max_bytes) and every ListOffsets probe of every topic equals what was written."""
     outcomes = _run(fixture, control_flips(fixture))
-    assert {o.verdict for o in outcomes} == {"same"}, (
-        f"{table(outcomes)}\n{examples(fixture, outcomes)}"
-    )
+    assert {o.verdict for o in outcomes} == {"same"}, report(fixture, outcomes)
 
 
 def _first_batch_dropped(result: FetchResult) -> FetchResult:
@@ -153,11 +151,8 @@ def test_sampled_flips_give_a_consumer_the_records_as_written_or_an_error(
     cells = Counter((f.topic, f.kind) for f in flips)
     assert set(cells) == {(t, k) for t in fixture.topics() for k in KINDS}
     outcomes = _run(fixture, flips)
-    report = f"{table(outcomes)}\n{examples(fixture, outcomes)}"
-    print(report)
-    counts = summary(outcomes)
-    assert (counts["wrong"], counts["hang"], counts["untyped"]) == (0, 0, 0), report
-    assert counts["typed_error"] > 0, report  # the flips do damage what is read
+    counts = assert_no_bad_answer(fixture, outcomes)
+    assert counts["typed_error"] > 0, table(outcomes)  # the flips do damage what is read
 
 
 @pytest.mark.slow
@@ -167,7 +162,4 @@ def test_every_byte_of_one_segment_through_the_listener(fixture: Fixture) -> Non
     (the batch framing in plain sight), with three masks: ~9,000 flips."""
     objects = smallest_segment(fixture, "plain.v1-raw")
     outcomes = _run(fixture, every_byte_flips(fixture, objects, (0x01, 0x80, 0xFF), SEED))
-    report = f"{table(outcomes)}\n{examples(fixture, outcomes)}"
-    print(report)
-    counts = summary(outcomes)
-    assert (counts["wrong"], counts["hang"], counts["untyped"]) == (0, 0, 0), report
+    assert_no_bad_answer(fixture, outcomes)
