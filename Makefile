@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 
-.PHONY: run test unit unit-without-spark bench load fmt lint typecheck clean deploy-check spark-env
+.PHONY: run test unit unit-without-spark bench load fmt lint typecheck clean deploy-check spark-env real-kafka
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -43,6 +43,13 @@ deploy-check: $(DEPLOY_VENV)/.installed
 # deploy check among them: tests/integration/test_deploy.py).
 test: lint $(DEPLOY_VENV)/.installed
 	$(BIN)/pytest
+
+# Issue 28: every surface against what a real Kafka broker and the real Aiven plugin wrote and
+# read (tests/fixtures/real_kafka): a PASS/FAIL line per check, a table, `N checks, M
+# differences`. Kafka's jars come from Maven Central into build/real-kafka once. `make test`
+# runs the same checks (tests/integration/test_real_kafka.py).
+real-kafka: $(VENV)/.installed-dev
+	$(BIN)/python -m tests.realkafka
 
 # The fast loop: unit tests only (no Spark, no integration, no slow ones), on every core.
 UNIT := -m 'not spark and not integration and not slow' -n auto

@@ -2,8 +2,9 @@
 
 The Aiven plugin writes ``remoteLogSegmentMetadata`` into every ``.rsm-manifest`` and writes the
 manifest last, so a listed manifest is a finished upload. What the manifest does not say is
-derived: ``segmentSizeInBytes`` is the chunk index's original file size, ``txnIdxEmpty`` is true
-when the manifest has no transaction index.
+derived: ``segmentSizeInBytes`` is the chunk index's original file size, ``txnIdxEmpty`` is the
+manifest's own copy where a Kafka 4.x broker wrote one, else true when the manifest has no (or an
+empty) transaction index piece.
 
 A manifest that cannot be parsed, has no ``remoteLogSegmentMetadata``, or whose metadata
 disagrees with its key is never guessed at: it becomes an :class:`UnreadableSegment` (its key
@@ -153,10 +154,21 @@ def metadata_from_manifest(key: ObjectKey, manifest: SegmentManifest) -> RemoteL
             manifest.chunk_index.original_file_size,
             None,
             SegmentState.COPY_SEGMENT_STARTED,
-            txn_index_empty=manifest.segment_indexes.transaction is None,
+            txn_index_empty=txn_index_empty(manifest),
         )
     except ValueError as exc:
         raise CorruptManifestError(f"manifest {key.key!r}: {exc}") from exc
+
+
+def txn_index_empty(manifest: SegmentManifest) -> bool:
+    """The broker's ``txnIdxEmpty``: as the manifest's copy of the metadata says (Kafka 4.x),
+    else no transaction index piece, or an empty one (a broker may hand the plugin an empty
+    ``.txnindex`` file, stored as ``{"position":N,"size":0}``)."""
+    meta = manifest.remote_log_segment_metadata
+    if meta is not None and meta.txn_idx_empty is not None:
+        return meta.txn_idx_empty
+    piece = manifest.segment_indexes.transaction
+    return piece is None or piece.size == 0
 
 
 def finished(meta: RemoteLogSegmentMetadata) -> RemoteLogSegmentMetadataUpdate:

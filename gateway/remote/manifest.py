@@ -25,8 +25,9 @@ UTF-8 JSON, compact (no whitespace), properties in exactly this order (wrapped h
   standard padded Base64 of the RSA-OAEP ciphertext; ``aad``: standard padded Base64. Both are
   kept here as raw bytes for the crypto layer (no unwrapping in this module).
 * ``remoteLogSegmentMetadata`` is written for self-description and never read by the plugin;
-  unknown members inside it (e.g. a newer broker's ``txnIdxEmpty``) are ignored, and a ``null``
-  or absent value reads as ``None`` (and is written as ``null``, as Jackson would).
+  unknown members inside it are ignored, and a ``null`` or absent value reads as ``None`` (and
+  is written as ``null``, as Jackson would). A Kafka 4.x broker's plugin appends
+  ``"txnIdxEmpty":<bool>`` (seen in the real plugin's manifests, tests/fixtures/real_kafka): kept.
   ``segmentLeaderEpochs`` is written in ascending epoch order (Kafka keeps a ``TreeMap``).
 * Strings are escaped as Jackson does: ``"``, ``\\``, ``\\b \\t \\n \\f \\r`` and other
   control characters as ``\\u00XX`` (upper-case hex); nothing else, non-ASCII stays raw.
@@ -196,8 +197,12 @@ class ManifestSegmentMetadata:
     broker_id: int
     event_timestamp_ms: int
     segment_leader_epochs: tuple[tuple[int, int], ...] = ()
+    txn_idx_empty: bool | None = None
+    """``txnIdxEmpty``, which Kafka 4.x brokers add (KAFKA-16780); ``None`` when absent."""
 
     def __post_init__(self) -> None:
+        if self.txn_idx_empty is not None and not isinstance(self.txn_idx_empty, bool):
+            raise ValueError("txn_idx_empty must be a bool or None")
         if not isinstance(self.topic_id, uuid.UUID) or not isinstance(self.segment_id, uuid.UUID):
             raise ValueError("topic_id and segment_id must be uuid.UUID values")
         if not isinstance(self.topic, str):
@@ -323,6 +328,7 @@ def _remote_log_segment_metadata(top: JsonFields) -> ManifestSegmentMetadata | N
         broker_id=fields.int32("brokerId", INT32_MIN),
         event_timestamp_ms=fields.int64("eventTimestampMs"),
         segment_leader_epochs=tuple(epochs),
+        txn_idx_empty=fields.boolean("txnIdxEmpty") if "txnIdxEmpty" in fields.names() else None,
     )
 
 

@@ -78,7 +78,9 @@ def _metadata_json(m: ManifestSegmentMetadata | None) -> str:
         f'"startOffset":{m.start_offset},"endOffset":{m.end_offset},'
         f'"maxTimestampMs":{m.max_timestamp_ms},"brokerId":{m.broker_id},'
         f'"eventTimestampMs":{m.event_timestamp_ms},'
-        f'"segmentLeaderEpochs":{_epochs_json(m.segment_leader_epochs)}}}'
+        f'"segmentLeaderEpochs":{_epochs_json(m.segment_leader_epochs)}'
+        + ("" if m.txn_idx_empty is None else f',"txnIdxEmpty":{str(m.txn_idx_empty).lower()}')
+        + "}"
     )
 
 

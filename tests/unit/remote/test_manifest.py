@@ -5,6 +5,7 @@ from __future__ import annotations
 import base64
 import json
 import uuid
+from dataclasses import replace
 
 import pytest
 from hypothesis import given, settings
@@ -12,6 +13,7 @@ from hypothesis import strategies as st
 
 from gateway.errors import CorruptManifestError
 from gateway.kafka.uuids import decode_uuid, encode_uuid
+from gateway.metadata.manifests import txn_index_empty
 from gateway.remote.chunk_index import ChunkIndex, FixedChunkIndex, VariableChunkIndex
 from gateway.remote.chunk_sizes import encode_transformed_chunks
 from gateway.remote.keys import Suffix, parse_object_key
@@ -151,11 +153,27 @@ def test_leader_epochs_written_in_ascending_order() -> None:
 
 
 def test_unknown_members_inside_metadata_are_ignored() -> None:
-    rlsm = RLSM_JSON[:-1] + ',"txnIdxEmpty":true,"segmentSizeInBytes":{"x":[1]}}'
+    rlsm = RLSM_JSON[:-1] + ',"segmentSizeInBytes":{"x":[1]}}'
     rlsm = rlsm.replace('"partition":42}', '"partition":42,"extra":null}')
     manifest = parse_manifest(manifest_json(rlsm=rlsm))
     assert manifest.remote_log_segment_metadata == EXPECTED_RLSM
     assert serialize_manifest(manifest) == WITHOUT_ENCRYPTION
+
+
+@pytest.mark.parametrize("value", [True, False])
+def test_a_kafka_4_brokers_txn_idx_empty_is_kept_and_written_back(value: bool) -> None:
+    """The real plugin on a Kafka 4.1 broker appends ``txnIdxEmpty`` (tests/fixtures/real_kafka)."""
+    rlsm = RLSM_JSON[:-1] + f',"txnIdxEmpty":{str(value).lower()}}}'
+    data = manifest_json(rlsm=rlsm)
+    manifest = parse_manifest(data)
+    assert manifest.remote_log_segment_metadata is not None
+    assert manifest.remote_log_segment_metadata.txn_idx_empty is value
+    assert serialize_manifest(manifest) == data
+
+
+def test_a_txn_idx_empty_that_is_not_a_boolean_is_corrupt() -> None:
+    with pytest.raises(CorruptManifestError, match="txnIdxEmpty"):
+        parse_manifest(manifest_json(rlsm=RLSM_JSON[:-1] + ',"txnIdxEmpty":1}'))
 
 
 @pytest.mark.parametrize("form", ["null", None])
@@ -511,3 +529,23 @@ def test_corrupted_bytes(manifest: SegmentManifest, mutations: list[tuple[str, i
     except CorruptManifestError:
         return
     assert parse_manifest(serialize_manifest(parsed)) == parsed
+
+
+@pytest.mark.parametrize(
+    ("transaction", "copy", "empty"),
+    [
+        (None, None, True),  # no transaction index piece
+        (SegmentIndex(4, 0), None, True),  # an empty .txnindex handed to the plugin
+        (SegmentIndex(4, 96), None, False),
+        (SegmentIndex(4, 0), False, False),  # the broker's own copy (Kafka 4.x) wins
+        (None, False, False),
+        (SegmentIndex(4, 96), True, True),
+    ],
+)
+def test_txn_index_empty_as_the_broker_says(
+    transaction: SegmentIndex | None, copy: bool | None, empty: bool
+) -> None:
+    indexes = ManifestIndexes(*(SegmentIndex(i, 1) for i in range(4)), transaction)
+    meta = replace(EXPECTED_RLSM, txn_idx_empty=copy)
+    manifest = SegmentManifest(FixedChunkIndex(100, 1000, 110, 110), indexes, False, None, meta)
+    assert txn_index_empty(manifest) is empty

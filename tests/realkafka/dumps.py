@@ -1,0 +1,146 @@
+"""Kafka's DumpLogSegments on the broker's own segment files (copied before they were deleted
+locally), against ``tiered-gateway dump`` on the same files; and what those files give the other
+checks: their bytes, and the offset of the greatest timestamp (ListOffsets max_timestamp)."""
+
+from __future__ import annotations
+
+import base64
+import json
+import re
+import subprocess
+import sys
+from functools import cache
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from tests.realkafka.report import Report, Row
+
+if TYPE_CHECKING:
+    from tests.realkafka.checks import Bucket
+    from tests.realkafka.java import JavaTools
+
+_PAIR = re.compile(r"(\w+): (\[[^\]]*\]|\S+)")
+DUMP_MAIN = "kafka.tools.DumpLogSegments"
+
+
+def segment_files(bucket: Bucket, topic: str, partition: int) -> list[Path]:
+    """The broker's copies of the segments the remote tier holds (not one rolled after)."""
+    end = bucket.remote_end(topic, partition)
+    return sorted(
+        p
+        for p in (bucket.folder / "local" / f"{topic}-{partition}").glob("*.log")
+        if int(p.stem) < end
+    )
+
+
+def local_log_bytes(bucket: Bucket, topic: str, partition: int) -> bytes:
+    return b"".join(p.read_bytes() for p in segment_files(bucket, topic, partition))
+
+
+def parse(text: str) -> list[Row]:
+    """The record lines of ``DumpLogSegments --deep-iteration``, each with its batch's fields."""
+    rows: list[Row] = []
+    batch: dict[str, str] = {}
+    for line in text.splitlines():
+        if line.startswith("baseOffset:"):
+            batch = dict(_PAIR.findall(line))
+        elif line.startswith("| offset:"):
+            rec = dict(_PAIR.findall(line[2:]))
+            stamp_type = "LogAppendTime" if "LogAppendTime" in rec else "CreateTime"
+            rows.append(
+                {
+                    "offset": int(rec["offset"]),
+                    "timestamp": int(rec[stamp_type]),
+                    "timestampType": stamp_type,
+                    "keySize": int(rec["keySize"]),
+                    "valueSize": int(rec["valueSize"]),
+                    "headerKeys": [
+                        h.strip() for h in rec["headerKeys"][1:-1].split(",") if h.strip()
+                    ],
+                    "baseOffset": int(batch["baseOffset"]),
+                    "leaderEpoch": int(batch["partitionLeaderEpoch"]),
+                    "codec": batch["compresscodec"],
+                    "producerId": int(batch["producerId"]),
+                    "transactional": batch["isTransactional"] == "true",
+                    "control": batch["isControl"] == "true",
+                }
+            )
+    return rows
+
+
+@cache
+def _kafka_dump(java: JavaTools, path: Path) -> str:
+    return java.main(DUMP_MAIN, "--deep-iteration", "--files", str(path))
+
+
+def _size(b64: str | None) -> int:
+    return -1 if b64 is None else len(base64.b64decode(b64))
+
+
+def ours(path: Path) -> list[Row]:
+    done = subprocess.run(
+        [sys.executable, "-m", "gateway.cli", "dump", str(path)],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    rows = []
+    for line in done.stdout.splitlines():
+        r = json.loads(line)
+        rows.append(
+            {
+                "offset": r["offset"],
+                "timestamp": r["timestamp"],
+                "timestampType": r["timestamp_type"],
+                "keySize": _size(r["key"]),
+                "valueSize": _size(r["value"]),
+                "headerKeys": [h["key"] for h in r["headers"]],
+                "baseOffset": r["base_offset"],
+                "leaderEpoch": r["leader_epoch"],
+                "codec": r["codec"],
+                "producerId": r["producer_id"],
+                "transactional": r["transactional"],
+                "control": r["control"],
+            }
+        )
+    return rows
+
+
+_MAX: dict[tuple[str, str, int], dict[str, int]] = {}
+
+
+def max_timestamp(bucket: Bucket, topic: str, partition: int) -> dict[str, int]:
+    """Kafka's MAX_TIMESTAMP over the tiered segments: the greatest timestamp of any batch
+    (control batches too) and the first offset holding it, from DumpLogSegments."""
+    return _MAX[(bucket.name, topic, partition)]
+
+
+def checks(bucket: Bucket, java: JavaTools, report: Report) -> None:
+    for topic, partitions in bucket.topics.items():
+        for p in range(partitions):
+            want: list[Row] = []
+            got: list[Row] = []
+            for path in segment_files(bucket, topic, p):
+                want += parse(_kafka_dump(java, path))
+                got += ours(path)
+            report.compare(
+                f"{bucket.name}/{topic}-{p} dump = DumpLogSegments",
+                "dump",
+                f"{bucket.name}/{topic}",
+                want,
+                got,
+            )
+
+
+def prepare(bucket: Bucket, java: JavaTools) -> None:
+    """DumpLogSegments once per file, before the checks that need its answers."""
+    for topic, partitions in bucket.topics.items():
+        for p in range(partitions):
+            rows = [
+                r
+                for path in segment_files(bucket, topic, p)
+                for r in parse(_kafka_dump(java, path))
+            ]
+            top = max(r["timestamp"] for r in rows)
+            first = min(r["offset"] for r in rows if r["timestamp"] == top)
+            _MAX[(bucket.name, topic, p)] = {"offset": first, "timestamp": top}

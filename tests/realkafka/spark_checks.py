@@ -1,0 +1,197 @@
+"""The Spark surfaces on the real-Kafka buckets, in one SparkSession of their own process
+(``python -m tests.realkafka.spark_checks BUCKET_JSON...``, run by :mod:`tests.realkafka.checks`):
+``format("tiered-kafka")`` batch reads in both isolation levels and one ``Trigger.AvailableNow``
+query per topic against Spark's own Kafka source on the broker (same schema but the added
+``leaderEpoch``, same rows); ``export`` to Parquet and to Iceberg against the same rows; and
+``scrub`` finding nothing. Each verdict is one JSON line on stdout:
+``{"name", "surface", "topic", "want", "got"}`` or ``{"name", "error"}``."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from tests.realkafka.spark_oracle import rows, schema_of, session, stream_rows
+
+Row = dict[str, Any]
+
+
+def emit(**verdict: Any) -> None:
+    print(json.dumps(verdict), flush=True)
+
+
+def arrow_rows(table: Any) -> list[Row]:
+    """Rows of an Arrow table of Spark's Kafka columns (an Iceberg scan), as :func:`rows`."""
+    import base64  # noqa: PLC0415
+
+    from tests.realkafka.report import compact  # noqa: PLC0415
+
+    out = []
+    for r in table.to_pylist():
+        ts = r["timestamp"]
+        out.append(
+            compact(
+                {
+                    "topic": r["topic"],
+                    "partition": r["partition"],
+                    "offset": r["offset"],
+                    "timestamp": int(ts.timestamp() * 1_000_000) if ts is not None else None,
+                    "timestampType": r["timestampType"],
+                    "key": None if r["key"] is None else base64.b64encode(r["key"]).decode(),
+                    "value": None if r["value"] is None else base64.b64encode(r["value"]).decode(),
+                    "headers": [
+                        [
+                            h["key"],
+                            None if h["value"] is None else base64.b64encode(h["value"]).decode(),
+                        ]
+                        for h in r.get("headers") or []
+                    ],
+                }
+            )
+        )
+    return sorted(out, key=lambda r: (r["partition"], r["offset"]))
+
+
+def check_bucket(spark: Any, spec: dict[str, Any], work: Path) -> None:
+    from gateway.cli import main as cli  # noqa: PLC0415
+
+    name, options, cli_args, oracles = spec["name"], spec["options"], spec["cli"], spec["oracles"]
+    for topic, oracle in oracles.items():
+        for isolation in ("read_uncommitted", "read_committed"):
+            want = oracle[f"batch_{isolation}"]
+            df = (
+                spark.read.format("tiered-kafka")
+                .options(**options)
+                .option("topic", topic)
+                .option("includeHeaders", "true")
+                .option("isolation.level", isolation)
+                .load()
+            )
+            label = f"{name}/{topic} spark tiered-kafka {isolation} = Spark's Kafka source"
+            emit(
+                name=f"{label}: schema",
+                surface="spark-schema",
+                topic=f"{name}/{topic}",
+                want=want["schema"] + ["leaderEpoch:int:true"],
+                got=schema_of(df),
+            )
+            emit(
+                name=label,
+                surface="spark",
+                topic=f"{name}/{topic}",
+                want=want["rows"],
+                got=rows(df),
+            )
+        want = oracle["stream_read_uncommitted"]
+        reader = spark.readStream.format("tiered-kafka").options(**options).option("topic", topic)
+        schema, got = stream_rows(
+            spark, reader.option("includeHeaders", "true"), work / f"cp-{name}-{topic}"
+        )
+        label = (
+            f"{name}/{topic} spark tiered-kafka AvailableNow stream = Spark's Kafka source stream"
+        )
+        emit(
+            name=label, surface="spark-stream", topic=f"{name}/{topic}", want=want["rows"], got=got
+        )
+        emit(
+            name=f"{label}: schema",
+            surface="spark-schema",
+            topic=f"{name}/{topic}",
+            want=want["schema"] + ["leaderEpoch:int:true"],
+            got=schema,
+        )
+        parquet = work / f"export-{name}-{topic}"
+        with contextlib.redirect_stdout(io.StringIO()):
+            code = cli(
+                [
+                    "export",
+                    *cli_args,
+                    "--topic",
+                    topic,
+                    "--include-headers",
+                    "--quiet",
+                    "--output",
+                    str(parquet),
+                ]
+            )
+        label = f"{name}/{topic} export parquet = Spark's Kafka source"
+        if code:
+            emit(name=label, error=f"export exited {code}")
+        else:
+            got = rows(spark.read.parquet(str(parquet)))
+            emit(
+                name=label,
+                surface="export-parquet",
+                topic=f"{name}/{topic}",
+                want=oracle["batch_read_uncommitted"]["rows"],
+                got=got,
+            )
+        warehouse = work / f"iceberg-{name}"
+        with contextlib.redirect_stdout(io.StringIO()):
+            code = cli(
+                [
+                    "export",
+                    *cli_args,
+                    "--topic",
+                    topic,
+                    "--include-headers",
+                    "--quiet",
+                    "--format",
+                    "iceberg",
+                    "--warehouse",
+                    str(warehouse),
+                ]
+            )
+        label = f"{name}/{topic} export iceberg = Spark's Kafka source"
+        if code:
+            emit(name=label, error=f"export exited {code}")
+        else:
+            from pyiceberg.catalog.sql import SqlCatalog  # noqa: PLC0415
+
+            catalog = SqlCatalog(
+                "c", uri=f"sqlite:///{warehouse}/catalog.db", warehouse=f"file://{warehouse}"
+            )
+            table = catalog.load_table(("kafka", topic))
+            emit(
+                name=label,
+                surface="export-iceberg",
+                topic=f"{name}/{topic}",
+                want=oracle["batch_read_uncommitted"]["rows"],
+                got=arrow_rows(table.scan().to_arrow()),
+            )
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        code = cli(["scrub", *cli_args, "--json"])
+    emit(
+        name=f"{name} scrub finds nothing",
+        surface="scrub",
+        topic=name,
+        want=[],
+        got=[] if code == 0 else [{"exit": code, "report": out.getvalue()[-2000:]}],
+    )
+
+
+def main() -> None:
+    specs = [json.loads(Path(p).read_text()) for p in sys.argv[1:]]
+    spark = session()
+    from gateway.spark.source import TieredKafkaDataSource  # noqa: PLC0415
+
+    spark.dataSource.register(TieredKafkaDataSource)
+    try:
+        with tempfile.TemporaryDirectory(prefix="real-kafka-spark-") as tmp:
+            for spec in specs:
+                try:
+                    check_bucket(spark, spec, Path(tmp))
+                except Exception as e:
+                    emit(name=f"{spec['name']} spark", error=f"{type(e).__name__}: {str(e)[:800]}")
+    finally:
+        spark.stop()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,142 @@
+"""Each surface of the gateway, read as a client reads it, as rows in the oracle's shape
+(``partition, offset, timestamp, timestampType, key, value, headers, leaderEpoch``)."""
+
+from __future__ import annotations
+
+import base64
+import json
+import struct
+from collections.abc import Iterator
+from typing import Any
+
+import httpx
+from kafka.record.default_records import DefaultRecordBatch
+
+Row = dict[str, Any]
+RECORDS = "/v1/topics/{topic}/partitions/{partition}/records"
+_HEADER = struct.Struct(">qiiB")  # base offset, length, partition leader epoch, magic
+WALK_LIMIT = 10_000  # requests per walk: a walk that does not end is a failure, not a hang
+
+
+class WalkError(AssertionError):
+    """A walk that did not move forward, or an answer that was not 200."""
+
+
+def from_json(partition: int, r: dict[str, Any]) -> Row:
+    return {
+        "partition": partition,
+        "offset": r["offset"],
+        "timestamp": r["timestamp"],
+        "timestampType": r["timestamp_type"],
+        "key": r["key"],
+        "value": r["value"],
+        "headers": [[h["key"], h["value"]] for h in r["headers"]],
+        "leaderEpoch": r["leader_epoch"],
+    }
+
+
+def json_walk(client: httpx.Client, topic: str, partition: int, isolation: str) -> list[Row]:
+    """Page by ``next_offset`` from the remote log start until ``end_of_remote_log``."""
+    info = client.get(f"/v1/topics/{topic}/partitions/{partition}").json()
+    offset, rows = info["remote_log_start_offset"], []
+    for _ in range(WALK_LIMIT):
+        r = client.get(
+            RECORDS.format(topic=topic, partition=partition),
+            params={"offset": offset, "isolation_level": isolation, "max_bytes": 65536},
+        )
+        if r.status_code != 200:
+            raise WalkError(f"{topic}-{partition}@{offset}: {r.status_code} {r.text[:300]}")
+        body = r.json()
+        rows += [from_json(partition, x) for x in body["records"]]
+        if body["end_of_remote_log"]:
+            return rows
+        if body["next_offset"] <= offset:
+            raise WalkError(f"{topic}-{partition}@{offset}: next_offset {body['next_offset']}")
+        offset = body["next_offset"]
+    raise WalkError(f"{topic}-{partition}: no end after {WALK_LIMIT} pages")
+
+
+def ndjson_walk(client: httpx.Client, topic: str, partition: int, isolation: str) -> list[Row]:
+    """Streams (one line per record, a closing line) until ``end_of_remote_log``."""
+    offset, rows = 0, []
+    for _ in range(WALK_LIMIT):
+        with client.stream(
+            "GET",
+            RECORDS.format(topic=topic, partition=partition),
+            params={"offset": offset, "isolation_level": isolation},
+            headers={"Accept": "application/x-ndjson"},
+        ) as r:
+            if r.status_code != 200:
+                raise WalkError(f"{topic}-{partition}@{offset}: {r.status_code} {r.read()[:300]!r}")
+            lines = [json.loads(line) for line in r.iter_lines() if line]
+        *records, last = lines
+        if "next_offset" not in last or "error" in last or "error_code" in last:
+            raise WalkError(f"{topic}-{partition}@{offset}: closing line {last}")
+        rows += [from_json(partition, x) for x in records]
+        if last["end_of_remote_log"]:
+            return rows
+        if last["next_offset"] <= offset:
+            raise WalkError(f"{topic}-{partition}@{offset}: next_offset {last['next_offset']}")
+        offset = last["next_offset"]
+    raise WalkError(f"{topic}-{partition}: no end after {WALK_LIMIT} streams")
+
+
+def raw_walk(client: httpx.Client, topic: str, partition: int, start: int = 0) -> bytes:
+    """The record batches as served (read_uncommitted), concatenated."""
+    offset, out = start, bytearray()
+    for _ in range(WALK_LIMIT):
+        r = client.get(
+            RECORDS.format(topic=topic, partition=partition),
+            params={"offset": offset, "max_bytes": 65536},
+            headers={"Accept": "application/octet-stream"},
+        )
+        if r.status_code != 200:
+            raise WalkError(f"{topic}-{partition}@{offset}: {r.status_code} {r.text[:300]}")
+        out += r.content
+        if r.headers["X-End-Of-Remote-Log"] == "true":
+            return bytes(out)
+        nxt = int(r.headers["X-Next-Offset"])
+        if nxt <= offset:
+            raise WalkError(f"{topic}-{partition}@{offset}: X-Next-Offset {nxt}")
+        offset = nxt
+    raise WalkError(f"{topic}-{partition}: no end after {WALK_LIMIT} pages")
+
+
+def batches(data: bytes) -> Iterator[tuple[int, bytes]]:
+    """(partition leader epoch, batch bytes) of each batch of ``data``."""
+    pos = 0
+    while pos < len(data):
+        _, length, epoch, _ = _HEADER.unpack_from(data, pos)
+        yield epoch, data[pos : pos + 12 + length]
+        pos += 12 + length
+
+
+def _b64(b: bytes | None) -> str | None:
+    return None if b is None else base64.b64encode(b).decode()
+
+
+def raw_rows(partition: int, data: bytes) -> list[Row]:
+    """The data records of raw batches, read by kafka-python's record reader (every CRC
+    checked), as a read_uncommitted consumer sees them (control batches left out)."""
+    rows: list[Row] = []
+    for epoch, raw in batches(data):
+        batch = DefaultRecordBatch(raw)
+        if not batch.validate_crc():
+            raise WalkError(f"partition {partition}: batch at {batch.base_offset} fails its CRC")
+        if batch.is_control_batch:
+            continue
+        stamp_type = "LogAppendTime" if batch.timestamp_type == 1 else "CreateTime"
+        for rec in batch:
+            rows.append(
+                {
+                    "partition": partition,
+                    "offset": rec.offset,
+                    "timestamp": rec.timestamp,
+                    "timestampType": stamp_type,
+                    "key": _b64(rec.key),
+                    "value": _b64(rec.value),
+                    "headers": [[k, _b64(v)] for k, v in rec.headers],
+                    "leaderEpoch": epoch,
+                }
+            )
+    return rows
