@@ -13,9 +13,12 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
+import re
 import subprocess
 import sys
 import tempfile
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -23,8 +26,8 @@ from typing import Any
 import boto3
 import httpx
 
-from tests.fixtures.ports import LOCALHOST, free_port, listening_port
-from tests.integration.serve import serve_process
+from tests.fixtures.ports import LOCALHOST, listening_port
+from tests.integration.serve import stop
 from tests.realkafka import dumps, surfaces
 from tests.realkafka.jars import CACHE, kafka_libs
 from tests.realkafka.java import JavaTools
@@ -82,6 +85,9 @@ def store_of(bucket: Bucket, key: Path) -> Iterator[list[str]]:
     if bucket.settings["store"] != "s3":
         yield ["--store", f"file://{bucket.folder / 'bucket'}", *prefix, *keys]
         return
+    os.environ.setdefault("AWS_ACCESS_KEY_ID", "testing")  # moto's; serve, catalog, Spark
+    os.environ.setdefault("AWS_SECRET_ACCESS_KEY", "testing")
+    os.environ.setdefault("AWS_DEFAULT_REGION", "us-east-1")
     moto = subprocess.Popen(
         [sys.executable, "-m", "moto.server", "-H", LOCALHOST, "-p", "0"],
         stdout=subprocess.DEVNULL,
@@ -109,6 +115,7 @@ def store_of(bucket: Bucket, key: Path) -> Iterator[list[str]]:
             "us-east-1",
             *prefix,
             *keys,
+            "--s3-path-style",
         ]
     finally:
         moto.terminate()
@@ -123,20 +130,65 @@ def private_key(work: Path) -> Path:
     return key
 
 
+_HTTP = re.compile(rb"Uvicorn running on http://127\.0\.0\.1:(\d+)")
+_KAFKA = re.compile(rb"Kafka listener on 127\.0\.0\.1:(\d+)")
+SERVE_START_S = 120.0
+
+
+@contextlib.contextmanager
+def serving(args: list[str], log_path: Path) -> Iterator[tuple[str, str]]:
+    """``serve`` with HTTP and the Kafka listener both on port 0 (their ports read from its
+    log, never guessed); the HTTP base URL and the Kafka bootstrap once ``/readyz`` answers."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TIERED_GATEWAY_")}
+    command = [
+        sys.executable,
+        "-m",
+        "gateway.cli",
+        "serve",
+        *args,
+        "--workers",
+        "1",
+        "--port",
+        "0",
+        "--kafka-listener",
+        f"{LOCALHOST}:0",
+        "--log-level",
+        "info",
+    ]
+    with log_path.open("wb") as log:
+        proc = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=env)
+    try:
+        deadline = time.monotonic() + SERVE_START_S
+        while True:
+            if proc.poll() is not None:
+                raise RuntimeError(
+                    f"serve exited {proc.returncode}: {log_path.read_text()[-2000:]}"
+                )
+            text = log_path.read_bytes()
+            http, kafka = _HTTP.search(text), _KAFKA.search(text)
+            if http and kafka:
+                url = f"http://{LOCALHOST}:{int(http.group(1))}"
+                with contextlib.suppress(httpx.TransportError):
+                    if httpx.get(f"{url}/readyz", timeout=5).status_code == 200:
+                        break
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"serve not ready in {SERVE_START_S:.0f} s: {text[-2000:]!r}")
+            time.sleep(0.1)
+        yield url, f"{LOCALHOST}:{int(kafka.group(1))}"
+    finally:
+        stop(proc)
+
+
 def check_bucket(bucket: Bucket, java: JavaTools, report: Report, work: Path) -> None:
     dumps.prepare(bucket, java)
-    kafka_port = free_port()
     with store_of(bucket, private_key(work)) as args:
-        listener = ["--kafka-listener", f"{LOCALHOST}:{kafka_port}"]
         with (
-            serve_process([*args, *listener], work / f"serve-{bucket.name}.log") as url,
+            serving(args, work / f"serve-{bucket.name}.log") as (url, bootstrap),
             httpx.Client(base_url=url, timeout=60) as client,
         ):
             for topic, partitions in bucket.topics.items():
                 http_checks(bucket, client, topic, partitions, report)
-                listener_checks(
-                    bucket, java, f"{LOCALHOST}:{kafka_port}", topic, partitions, report, work
-                )
+                listener_checks(bucket, java, bootstrap, topic, partitions, report, work)
         catalog_checks(bucket, args, report)
         spark_checks(bucket, args, report, work)
     dumps.checks(bucket, java, report)
@@ -169,27 +221,35 @@ def http_checks(
             )
             if got is not None:
                 report.compare(name, surface, f"{bucket.name}/{topic}", want, got)
-    name = f"{bucket.name}/{topic} http-raw read_uncommitted = Java consumer"
-    raw = _guarded(
-        report, name, lambda: {p: surfaces.raw_walk(client, topic, p) for p in range(partitions)}
-    )
-    if raw is not None:
-        got = [r for p in range(partitions) for r in surfaces.raw_rows(p, raw[p])]
-        report.compare(
+    for isolation in ISOLATIONS:
+        name = f"{bucket.name}/{topic} http-raw {isolation} = Java consumer"
+        raw = _guarded(
+            report,
             name,
-            "http-raw",
-            f"{bucket.name}/{topic}",
-            bucket.oracle(topic, "java", "read_uncommitted"),
-            got,
+            lambda i=isolation: {
+                p: surfaces.raw_walk(client, topic, p, i) for p in range(partitions)
+            },
         )
-        for p in range(partitions):
+        if raw is None:
+            continue
+        aborted = isolation == "read_committed"
+        got = [
+            r
+            for p, (data, txns) in raw.items()
+            for r in surfaces.raw_rows(p, data, txns if aborted else None)
+        ]
+        want = bucket.oracle(topic, "java", isolation)
+        report.compare(name, "http-raw", f"{bucket.name}/{topic}", want, got)
+        if aborted:
+            continue
+        for p, (data, _) in raw.items():
             local = dumps.local_log_bytes(bucket, topic, p)
             diffs = (
                 []
-                if raw[p] == local
+                if data == local
                 else [
-                    f"{len(raw[p])} bytes served, the broker's segment files hold {len(local)}; "
-                    f"first difference at byte {_first_diff(raw[p], local)}"
+                    f"{len(data)} bytes served, the broker's segment files hold {len(local)}; "
+                    f"first difference at byte {_first_diff(data, local)}"
                 ]
             )
             report.verdict(
@@ -204,82 +264,111 @@ def _first_diff(a: bytes, b: bytes) -> int:
     )
 
 
-def expected_times(bucket: Bucket, topic: str) -> list[Row]:
-    """offsetsForTimes as the broker answered it, but for the remote tier alone: an answer in the
-    (never tiered) active segment is none there."""
+def expected_times(bucket: Bucket, topic: str, times: str = "times") -> list[Row]:
+    """offsetsForTimes as the broker answered it (``times``: a read_uncommitted consumer's;
+    ``times_committed``: a read_committed one's), but for the remote tier alone: an answer in a
+    segment never tiered is none there."""
     rows = []
     for p, part in sorted(bucket.offsets(topic)["partitions"].items(), key=lambda kv: int(kv[0])):
         end = bucket.remote_end(topic, int(p))
-        for ts, hit in sorted(part["times"].items(), key=lambda kv: int(kv[0])):
+        for ts, hit in sorted(part[times].items(), key=lambda kv: int(kv[0])):
             keep = hit is not None and hit["offset"] < end
+            rows.append({"partition": int(p), "target": int(ts), **_hit(hit if keep else None)})
+    return rows
+
+
+ADMIN_SPECS = (
+    "earliest",
+    "latest_uncommitted",
+    "latest_committed",
+    "earliest_local",
+    "latest_tiered",
+    "max_timestamp",
+)
+
+
+def expected_admin(bucket: Bucket, topic: str, partitions: int) -> list[Row]:
+    """The broker's Admin ListOffsets answers, taken once the whole log was tiered (its log end
+    is the remote log end: checked), but max_timestamp, which a 4.1 broker answers from its
+    local segments only (-1 here): that one is DumpLogSegments' (the first record of the
+    greatest timestamp, control batches included, and its batch's leader epoch)."""
+    admin = bucket.offsets(topic)["admin"]
+    rows = []
+    for p in range(partitions):
+        answers = admin[str(p)]
+        if answers["latest_uncommitted"]["offset"] != bucket.remote_end(topic, p):
+            raise AssertionError(f"{topic}-{p}: the broker's log end is not the remote log end")
+        for spec in ADMIN_SPECS:
+            hit = (
+                answers[spec] if spec != "max_timestamp" else dumps.max_timestamp(bucket, topic, p)
+            )
+            timestamp = hit["timestamp"] if spec == "max_timestamp" else -1
             rows.append(
                 {
-                    "partition": int(p),
-                    "target": int(ts),
-                    "offset": hit["offset"] if keep else None,
-                    "timestamp": hit["timestamp"] if keep else None,
-                    "leaderEpoch": hit["leaderEpoch"] if keep else None,
+                    "partition": p,
+                    "spec": spec,
+                    "offset": hit["offset"],
+                    "timestamp": timestamp,
+                    "leaderEpoch": hit["leaderEpoch"],
                 }
             )
     return rows
 
 
+_HTTP_SPECS = {
+    "earliest": {"timestamp": "earliest"},
+    "latest_uncommitted": {"timestamp": "latest"},
+    "latest_committed": {"timestamp": "latest", "isolation_level": "read_committed"},
+    "max_timestamp": {"timestamp": "max_timestamp"},
+}
+
+
 def offsets_checks(
     bucket: Bucket, client: httpx.Client, topic: str, partitions: int, report: Report
 ) -> None:
-    want = expected_times(bucket, topic)
+    for times, isolation in (("times", "read_uncommitted"), ("times_committed", "read_committed")):
+        want = expected_times(bucket, topic, times)
+        got = []
+        for row in want:
+            r = client.get(
+                f"/v1/topics/{topic}/partitions/{row['partition']}/offsets",
+                params={"timestamp": row["target"], "isolation_level": isolation},
+            ).json()
+            hit = r if r.get("offset", -2) >= 0 else None
+            if hit is not None:
+                hit = {**hit, "leaderEpoch": hit.get("leader_epoch")}
+            got.append({"partition": row["partition"], "target": row["target"], **_hit(hit)})
+        report.compare(
+            f"{bucket.name}/{topic} http ListOffsets by timestamp {isolation} = offsetsForTimes",
+            "http-offsets",
+            f"{bucket.name}/{topic}",
+            want,
+            got,
+        )
+    want = [r for r in expected_admin(bucket, topic, partitions) if r["spec"] in _HTTP_SPECS]
     got = []
     for row in want:
         r = client.get(
             f"/v1/topics/{topic}/partitions/{row['partition']}/offsets",
-            params={"timestamp": row["target"]},
+            params=_HTTP_SPECS[row["spec"]],
         ).json()
-        hit = r.get("offset", -2) >= 0
+        timestamp = r.get("timestamp") if row["spec"] == "max_timestamp" else -1
         got.append(
             {
                 "partition": row["partition"],
-                "target": row["target"],
-                "offset": r["offset"] if hit else None,
-                "timestamp": r["timestamp"] if hit else None,
-                "leaderEpoch": r.get("leader_epoch") if hit else None,
+                "spec": row["spec"],
+                "offset": r.get("offset"),
+                "timestamp": timestamp,
+                "leaderEpoch": r.get("leader_epoch"),
             }
         )
     report.compare(
-        f"{bucket.name}/{topic} http ListOffsets by timestamp = offsetsForTimes",
+        f"{bucket.name}/{topic} http ListOffsets earliest/latest/max_timestamp"
+        " = the broker's, DumpLogSegments'",
         "http-offsets",
         f"{bucket.name}/{topic}",
         want,
         got,
-    )
-    admin = bucket.offsets(topic)["admin"]
-    want_ends, got_ends = [], []
-    for p in range(partitions):
-        end = bucket.remote_end(topic, p)
-        earliest = admin[str(p)]["earliest"]
-        want_ends += [
-            {"partition": p, "spec": "earliest", "offset": earliest["offset"]},
-            {"partition": p, "spec": "latest", "offset": end},
-            {"partition": p, "spec": "latest read_committed", "offset": end},
-            {"partition": p, "spec": "max_timestamp", **dumps.max_timestamp(bucket, topic, p)},
-        ]
-        for spec, params in (
-            ("earliest", {"timestamp": "earliest"}),
-            ("latest", {"timestamp": "latest"}),
-            ("latest read_committed", {"timestamp": "latest", "isolation_level": "read_committed"}),
-            ("max_timestamp", {"timestamp": "max_timestamp"}),
-        ):
-            r = client.get(f"/v1/topics/{topic}/partitions/{p}/offsets", params=params).json()
-            row = {"partition": p, "spec": spec, "offset": r.get("offset")}
-            if spec == "max_timestamp":
-                row["timestamp"] = r.get("timestamp")
-            got_ends.append(row)
-    report.compare(
-        f"{bucket.name}/{topic} http ListOffsets earliest/latest/max_timestamp"
-        " = broker, DumpLogSegments",
-        "http-offsets",
-        f"{bucket.name}/{topic}",
-        want_ends,
-        got_ends,
     )
 
 
@@ -311,21 +400,52 @@ def listener_checks(
                 bucket.oracle(topic, "librdkafka", isolation),
                 got,
             )
-    want = expected_times(bucket, topic)
     out = work / f"{bucket.name}-{topic}-offsets.json"
-    name = f"{bucket.name}/{topic} listener offsetsForTimes: Java consumer"
+    name = f"{bucket.name}/{topic} listener offsetsForTimes and Admin ListOffsets: Java clients"
+    want = expected_times(bucket, topic)
     stamps = sorted({str(r["target"]) for r in want}, key=int)
-    if _guarded(report, name, java.run, "offsets", bootstrap, topic, str(out), *stamps) is not None:
-        answered = json.loads(out.read_text())["partitions"]
+    if _guarded(report, name, java.run, "offsets", bootstrap, topic, str(out), *stamps) is None:
+        return
+    answered = json.loads(out.read_text())
+    for times in ("times", "times_committed"):
+        want = expected_times(bucket, topic, times)
         got = [
             {
                 "partition": r["partition"],
                 "target": r["target"],
-                **_hit(answered[str(r["partition"])]["times"].get(str(r["target"]))),
+                **_hit(answered["partitions"][str(r["partition"])][times].get(str(r["target"]))),
             }
             for r in want
         ]
-        report.compare(name, "listener-offsets", f"{bucket.name}/{topic}", want, got)
+        report.compare(f"{name}: {times}", "listener-offsets", f"{bucket.name}/{topic}", want, got)
+    bounds = ("beginning", "end_uncommitted", "end_committed")
+    oracle = bucket.offsets(topic)["partitions"]
+    want = [{"partition": p, **{b: oracle[str(p)][b] for b in bounds}} for p in range(partitions)]
+    got = [
+        {"partition": p, **{b: answered["partitions"][str(p)][b] for b in bounds}}
+        for p in range(partitions)
+    ]
+    report.compare(
+        f"{name}: beginningOffsets, endOffsets",
+        "listener-offsets",
+        f"{bucket.name}/{topic}",
+        want,
+        got,
+    )
+    want = expected_admin(bucket, topic, partitions)
+    got = [
+        {
+            "partition": r["partition"],
+            "spec": r["spec"],
+            **{
+                k: answered["admin"][str(r["partition"])][r["spec"]][k]
+                for k in ("offset", "leaderEpoch")
+            },
+            "timestamp": answered["admin"][str(r["partition"])][r["spec"]]["timestamp"],
+        }
+        for r in want
+    ]
+    report.compare(f"{name}: Admin", "listener-offsets", f"{bucket.name}/{topic}", want, got)
 
 
 def _hit(hit: dict[str, Any] | None) -> dict[str, Any]:
@@ -397,11 +517,52 @@ def catalog_checks(bucket: Bucket, args: list[str], report: Report) -> None:
                     }
                 )
     report.compare(name, "catalog", bucket.name, want, got)
+    scan_check(bucket, args, report)
+
+
+def scan_check(bucket: Bucket, args: list[str], report: Report) -> None:
+    """``catalog scan --json``: one line per partition, from the broker's segment records."""
+    name = f"{bucket.name} catalog scan = __remote_log_metadata"
+    parts: dict[tuple[str, int], list[dict[str, Any]]] = {}
+    for s in bucket.segments.values():
+        parts.setdefault((s["topic"], s["partition"]), []).append(s)
+    want = []
+    for (topic, p), segs in sorted(parts.items()):
+        epochs: dict[int, int] = {}
+        for s in segs:
+            for e, o in s["segmentLeaderEpochs"].items():
+                epochs[int(e)] = min(o, epochs.get(int(e), o))
+        want.append(
+            {
+                "topic": topic,
+                "topic_id": segs[0]["topicId"],
+                "partition": p,
+                "segments": len(segs),
+                "remote_log_start_offset": min(s["startOffset"] for s in segs),
+                "remote_log_end_offset": max(s["endOffset"] for s in segs) + 1,
+                "size": sum(s["segmentSizeInBytes"] for s in segs),
+                "leader_epochs": sorted([e, o] for e, o in epochs.items()),
+                "unreadable": 0,
+            }
+        )
+    done = subprocess.run(
+        [sys.executable, "-m", "gateway.cli", "catalog", "scan", *args, "--json"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if done.returncode != 0:
+        report.fail(name, f"exit {done.returncode}: {done.stderr[-300:]}")
+        return
+    got = sorted(json.loads(done.stdout)["partitions"], key=lambda r: (r["topic"], r["partition"]))
+    report.compare(name, "catalog", bucket.name, want, got)
 
 
 def spark_options(args: list[str]) -> dict[str, str]:
     """``tiered-kafka`` reader options equal to the CLI arguments ``args``."""
-    flags = dict(zip(args[::2], args[1::2], strict=True))
+    valued = [a for a in args if a != "--s3-path-style"]
+    flags = dict(zip(valued[::2], valued[1::2], strict=True))
+    path_style = {"s3.pathStyle": "true"} if "--s3-path-style" in args else {}
     names = {
         "--store": "store",
         "--key-prefix": "keyPrefix",
@@ -409,7 +570,7 @@ def spark_options(args: list[str]) -> dict[str, str]:
         "--s3-endpoint-url": "s3.endpointUrl",
         "--s3-region": "s3.region",
     }
-    return {names[k]: v for k, v in flags.items()}
+    return {names[k]: v for k, v in flags.items()} | path_style
 
 
 def spark_checks(bucket: Bucket, args: list[str], report: Report, work: Path) -> None:
@@ -445,11 +606,12 @@ def spark_checks(bucket: Bucket, args: list[str], report: Report, work: Path) ->
         report.fail(f"{bucket.name} spark checks", f"exit {done.returncode}: {done.stderr[-1500:]}")
 
 
-def run(emit: Any = print) -> Report:
+def run(emit: Any = print, only: tuple[str, ...] = ()) -> Report:
     report = Report(emit=emit)
     java = JavaTools(kafka_libs(), CACHE / "classes")
     with tempfile.TemporaryDirectory(prefix="real-kafka-") as tmp:
-        for folder in sorted(p for p in FIXTURES.iterdir() if (p / "settings.json").exists()):
+        folders = sorted(p for p in FIXTURES.iterdir() if (p / "settings.json").exists())
+        for folder in (f for f in folders if not only or f.name in only):
             try:
                 check_bucket(Bucket(folder), java, report, Path(tmp))
             except Exception as e:
@@ -458,7 +620,7 @@ def run(emit: Any = print) -> Report:
 
 
 def main() -> None:
-    report = run()
+    report = run(only=tuple(sys.argv[1:]))
     print(report.summary())
     sys.exit(1 if report.differences else 0)
 

@@ -9,7 +9,6 @@ import json
 import re
 import subprocess
 import sys
-from functools import cache
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -68,18 +67,26 @@ def parse(text: str) -> list[Row]:
     return rows
 
 
-@cache
-def _kafka_dump(java: JavaTools, path: Path) -> str:
-    return java.main(DUMP_MAIN, "--deep-iteration", "--files", str(path))
+def kafka_dumps(java: JavaTools, paths: list[Path]) -> dict[Path, list[Row]]:
+    """DumpLogSegments on every file of ``paths`` in one JVM; the rows of each file."""
+    text = java.main(DUMP_MAIN, "--deep-iteration", "--files", ",".join(map(str, paths)))
+    out: dict[Path, list[Row]] = {}
+    for part in text.split("Dumping ")[1:]:
+        name, _, body = part.partition("\n")
+        out[Path(name.strip())] = parse(body)
+    if set(out) != set(paths):
+        raise AssertionError(f"DumpLogSegments dumped {sorted(out)}, asked for {sorted(paths)}")
+    return out
 
 
 def _size(b64: str | None) -> int:
     return -1 if b64 is None else len(base64.b64decode(b64))
 
 
-def ours(path: Path) -> list[Row]:
+def ours(paths: list[Path]) -> list[Row]:
+    """``tiered-gateway dump`` of ``paths``, in their order, in one process."""
     done = subprocess.run(
-        [sys.executable, "-m", "gateway.cli", "dump", str(path)],
+        [sys.executable, "-m", "gateway.cli", "dump", *map(str, paths)],
         capture_output=True,
         text=True,
         check=True,
@@ -116,31 +123,37 @@ def max_timestamp(bucket: Bucket, topic: str, partition: int) -> dict[str, int]:
 
 
 def checks(bucket: Bucket, java: JavaTools, report: Report) -> None:
+    """Per partition: ``dump`` of the broker's segment files = DumpLogSegments of them."""
     for topic, partitions in bucket.topics.items():
         for p in range(partitions):
-            want: list[Row] = []
-            got: list[Row] = []
-            for path in segment_files(bucket, topic, p):
-                want += parse(_kafka_dump(java, path))
-                got += ours(path)
+            paths = segment_files(bucket, topic, p)
+            want = [r for path in paths for r in _DUMPED[bucket.name][path]]
             report.compare(
                 f"{bucket.name}/{topic}-{p} dump = DumpLogSegments",
                 "dump",
                 f"{bucket.name}/{topic}",
                 want,
-                got,
+                ours(paths),
             )
 
 
+_DUMPED: dict[str, dict[Path, list[Row]]] = {}
+
+
 def prepare(bucket: Bucket, java: JavaTools) -> None:
-    """DumpLogSegments once per file, before the checks that need its answers."""
+    """DumpLogSegments on every segment file of the bucket (one JVM), before the checks that
+    need its answers."""
+    every = [
+        p for t, n in bucket.topics.items() for i in range(n) for p in segment_files(bucket, t, i)
+    ]
+    _DUMPED[bucket.name] = dumped = kafka_dumps(java, every)
     for topic, partitions in bucket.topics.items():
         for p in range(partitions):
-            rows = [
-                r
-                for path in segment_files(bucket, topic, p)
-                for r in parse(_kafka_dump(java, path))
-            ]
+            rows = [r for path in segment_files(bucket, topic, p) for r in dumped[path]]
             top = max(r["timestamp"] for r in rows)
-            first = min(r["offset"] for r in rows if r["timestamp"] == top)
-            _MAX[(bucket.name, topic, p)] = {"offset": first, "timestamp": top}
+            first = min((r for r in rows if r["timestamp"] == top), key=lambda r: r["offset"])
+            _MAX[(bucket.name, topic, p)] = {
+                "offset": first["offset"],
+                "timestamp": top,
+                "leaderEpoch": first["leaderEpoch"],
+            }

@@ -124,7 +124,10 @@ def buckets(private: Path, public: Path, moto: str) -> list[Bucket]:
                 {"storage.backend.class": FS_BACKEND, **fs_b},
             ],
         ),
-        Bucket("s3", [s3_a, s3_b], key_prefix="tiered/", s3=True),
+        # Encryption is turned on, not off: the plugin reads a manifest's encryption only while
+        # encryption is enabled (off, it fails on its own encrypted segments: Jackson cannot
+        # construct javax.crypto.SecretKey), so a broker cannot turn it off and read its past.
+        Bucket("s3", [s3_b, s3_a], key_prefix="tiered/", s3=True),
     ]
 
 

@@ -77,7 +77,7 @@ def check_bucket(spark: Any, spec: dict[str, Any], work: Path) -> None:
                 name=f"{label}: schema",
                 surface="spark-schema",
                 topic=f"{name}/{topic}",
-                want=want["schema"] + ["leaderEpoch:int:true"],
+                want=[*want["schema"], "leaderEpoch:int:True"],
                 got=schema_of(df),
             )
             emit(
@@ -102,7 +102,7 @@ def check_bucket(spark: Any, spec: dict[str, Any], work: Path) -> None:
             name=f"{label}: schema",
             surface="spark-schema",
             topic=f"{name}/{topic}",
-            want=want["schema"] + ["leaderEpoch:int:true"],
+            want=[*want["schema"], "leaderEpoch:int:True"],
             got=schema,
         )
         parquet = work / f"export-{name}-{topic}"
@@ -151,12 +151,9 @@ def check_bucket(spark: Any, spec: dict[str, Any], work: Path) -> None:
         if code:
             emit(name=label, error=f"export exited {code}")
         else:
-            from pyiceberg.catalog.sql import SqlCatalog  # noqa: PLC0415
+            from gateway.spark.iceberg import open_catalog  # noqa: PLC0415
 
-            catalog = SqlCatalog(
-                "c", uri=f"sqlite:///{warehouse}/catalog.db", warehouse=f"file://{warehouse}"
-            )
-            table = catalog.load_table(("kafka", topic))
+            table = open_catalog(None, str(warehouse)).load_table(("kafka", topic))
             emit(
                 name=label,
                 surface="export-iceberg",

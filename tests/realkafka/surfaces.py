@@ -15,6 +15,7 @@ from kafka.record.default_records import DefaultRecordBatch
 Row = dict[str, Any]
 RECORDS = "/v1/topics/{topic}/partitions/{partition}/records"
 _HEADER = struct.Struct(">qiiB")  # base offset, length, partition leader epoch, magic
+_CONTROL_KEY = struct.Struct(">hh")  # version, type (0 ABORT, 1 COMMIT)
 WALK_LIMIT = 10_000  # requests per walk: a walk that does not end is a failure, not a hang
 
 
@@ -81,20 +82,25 @@ def ndjson_walk(client: httpx.Client, topic: str, partition: int, isolation: str
     raise WalkError(f"{topic}-{partition}: no end after {WALK_LIMIT} streams")
 
 
-def raw_walk(client: httpx.Client, topic: str, partition: int, start: int = 0) -> bytes:
-    """The record batches as served (read_uncommitted), concatenated."""
-    offset, out = start, bytearray()
+def raw_walk(
+    client: httpx.Client, topic: str, partition: int, isolation: str = "read_uncommitted"
+) -> tuple[bytes, set[tuple[int, int]]]:
+    """The record batches as served, concatenated, and the aborted transactions the pages
+    named (``X-Aborted-Transactions``, read_committed): (producer id, first offset)."""
+    offset, out, aborted = 0, bytearray(), set()
     for _ in range(WALK_LIMIT):
         r = client.get(
             RECORDS.format(topic=topic, partition=partition),
-            params={"offset": offset, "max_bytes": 65536},
+            params={"offset": offset, "max_bytes": 65536, "isolation_level": isolation},
             headers={"Accept": "application/octet-stream"},
         )
         if r.status_code != 200:
             raise WalkError(f"{topic}-{partition}@{offset}: {r.status_code} {r.text[:300]}")
         out += r.content
+        for txn in json.loads(r.headers.get("X-Aborted-Transactions") or "[]"):
+            aborted.add((txn["producer_id"], txn["first_offset"]))
         if r.headers["X-End-Of-Remote-Log"] == "true":
-            return bytes(out)
+            return bytes(out), aborted
         nxt = int(r.headers["X-Next-Offset"])
         if nxt <= offset:
             raise WalkError(f"{topic}-{partition}@{offset}: X-Next-Offset {nxt}")
@@ -115,28 +121,41 @@ def _b64(b: bytes | None) -> str | None:
     return None if b is None else base64.b64encode(b).decode()
 
 
-def raw_rows(partition: int, data: bytes) -> list[Row]:
+def raw_rows(partition: int, data: bytes, aborted: set[tuple[int, int]] | None = None) -> list[Row]:
     """The data records of raw batches, read by kafka-python's record reader (every CRC
-    checked), as a read_uncommitted consumer sees them (control batches left out)."""
+    checked), as a consumer sees them: control batches left out, and with ``aborted`` (the
+    read_committed answer's list) the aborted transactions' batches too, as Kafka's consumer
+    drops them (``CompletedFetch``: a producer is aborted from its first offset to its ABORT
+    marker)."""
+    pending = sorted((first, pid) for pid, first in aborted or ())
+    active: set[int] = set()
     rows: list[Row] = []
     for epoch, raw in batches(data):
         batch = DefaultRecordBatch(raw)
         if not batch.validate_crc():
             raise WalkError(f"partition {partition}: batch at {batch.base_offset} fails its CRC")
+        records = list(batch)
+        while pending and pending[0][0] <= batch.base_offset + batch.last_offset_delta:
+            active.add(pending.pop(0)[1])
         if batch.is_control_batch:
+            key = records[0].key if records else None
+            if key is not None and _CONTROL_KEY.unpack_from(key)[1] == 0:  # ABORT
+                active.discard(batch.producer_id)
+            continue
+        if batch.is_transactional and batch.producer_id in active:
             continue
         stamp_type = "LogAppendTime" if batch.timestamp_type == 1 else "CreateTime"
-        for rec in batch:
-            rows.append(
-                {
-                    "partition": partition,
-                    "offset": rec.offset,
-                    "timestamp": rec.timestamp,
-                    "timestampType": stamp_type,
-                    "key": _b64(rec.key),
-                    "value": _b64(rec.value),
-                    "headers": [[k, _b64(v)] for k, v in rec.headers],
-                    "leaderEpoch": epoch,
-                }
-            )
+        rows += [
+            {
+                "partition": partition,
+                "offset": rec.offset,
+                "timestamp": rec.timestamp,
+                "timestampType": stamp_type,
+                "key": _b64(rec.key),
+                "value": _b64(rec.value),
+                "headers": [[k, _b64(v)] for k, v in rec.headers],
+                "leaderEpoch": epoch,
+            }
+            for rec in records
+        ]
     return rows
