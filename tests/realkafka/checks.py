@@ -20,6 +20,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -189,7 +190,7 @@ def check_bucket(bucket: Bucket, java: JavaTools, report: Report, work: Path) ->
             for topic, partitions in bucket.topics.items():
                 http_checks(bucket, client, topic, partitions, report)
                 listener_checks(bucket, java, bootstrap, topic, partitions, report, work)
-        catalog_checks(bucket, args, report)
+        catalog_checks(bucket, args, report, work)
         spark_checks(bucket, args, report, work)
     dumps.checks(bucket, java, report)
 
@@ -458,7 +459,12 @@ def _hit(hit: dict[str, Any] | None) -> dict[str, Any]:
     }
 
 
-def catalog_checks(bucket: Bucket, args: list[str], report: Report) -> None:
+def catalog_checks(bucket: Bucket, args: list[str], report: Report, work: Path) -> None:
+    """``catalog scan --state-dir`` (then ``catalog ls`` from that catalog, without a rescan)
+    against the broker's ``__remote_log_metadata`` records."""
+    state = work / f"catalog-{bucket.name}"
+    if not scan_check(bucket, [*args, "--state-dir", str(state)], report):
+        return
     want = sorted(
         (
             {
@@ -487,7 +493,8 @@ def catalog_checks(bucket: Bucket, args: list[str], report: Report) -> None:
                     "gateway.cli",
                     "catalog",
                     "ls",
-                    *args,
+                    "--state-dir",
+                    str(state),
                     "--topic",
                     topic,
                     "--partition",
@@ -517,10 +524,9 @@ def catalog_checks(bucket: Bucket, args: list[str], report: Report) -> None:
                     }
                 )
     report.compare(name, "catalog", bucket.name, want, got)
-    scan_check(bucket, args, report)
 
 
-def scan_check(bucket: Bucket, args: list[str], report: Report) -> None:
+def scan_check(bucket: Bucket, args: list[str], report: Report) -> bool:
     """``catalog scan --json``: one line per partition, from the broker's segment records."""
     name = f"{bucket.name} catalog scan = __remote_log_metadata"
     parts: dict[tuple[str, int], list[dict[str, Any]]] = {}
@@ -553,9 +559,10 @@ def scan_check(bucket: Bucket, args: list[str], report: Report) -> None:
     )
     if done.returncode != 0:
         report.fail(name, f"exit {done.returncode}: {done.stderr[-300:]}")
-        return
+        return False
     got = sorted(json.loads(done.stdout)["partitions"], key=lambda r: (r["topic"], r["partition"]))
     report.compare(name, "catalog", bucket.name, want, got)
+    return True
 
 
 def spark_options(args: list[str]) -> dict[str, str]:
@@ -606,16 +613,34 @@ def spark_checks(bucket: Bucket, args: list[str], report: Report, work: Path) ->
         report.fail(f"{bucket.name} spark checks", f"exit {done.returncode}: {done.stderr[-1500:]}")
 
 
+def _check_one(folder: Path, java: JavaTools, work: Path) -> Report:
+    report = Report(emit=lambda _line: None)
+    work.mkdir()
+    try:
+        check_bucket(Bucket(folder), java, report, work)
+    except Exception as e:
+        report.fail(f"{folder.name} served", f"{type(e).__name__}: {str(e)[:500]}")
+    return report
+
+
 def run(emit: Any = print, only: tuple[str, ...] = ()) -> Report:
+    """Every bucket's checks, the buckets side by side (each mostly waits on its servers and
+    JVMs); each bucket's lines are emitted when it is done."""
     report = Report(emit=emit)
     java = JavaTools(kafka_libs(), CACHE / "classes")
-    with tempfile.TemporaryDirectory(prefix="real-kafka-") as tmp:
-        folders = sorted(p for p in FIXTURES.iterdir() if (p / "settings.json").exists())
-        for folder in (f for f in folders if not only or f.name in only):
-            try:
-                check_bucket(Bucket(folder), java, report, Path(tmp))
-            except Exception as e:
-                report.fail(f"{folder.name} served", f"{type(e).__name__}: {str(e)[:500]}")
+    java.compile()
+    folders = sorted(p for p in FIXTURES.iterdir() if (p / "settings.json").exists())
+    folders = [f for f in folders if not only or f.name in only]
+    if not folders:
+        report.fail("fixtures", f"no bucket under {FIXTURES}")
+        return report
+    with (
+        tempfile.TemporaryDirectory(prefix="real-kafka-") as tmp,
+        ThreadPoolExecutor(len(folders)) as pool,
+    ):
+        futures = [pool.submit(_check_one, f, java, Path(tmp) / f.name) for f in folders]
+        for future in futures:
+            report.merge(future.result())
     return report
 
 

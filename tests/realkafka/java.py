@@ -18,7 +18,8 @@ class JavaTools:
     def __init__(self, libs: Path, classes: Path) -> None:
         self.libs, self.classes = libs, classes
 
-    def _compiled(self) -> Path:
+    def compile(self) -> Path:
+        """``javac`` once (again only when the source changed)."""
         stamp = self.classes / "KafkaOracle.class"
         if not stamp.exists() or stamp.stat().st_mtime < SOURCE.stat().st_mtime:
             self.classes.mkdir(parents=True, exist_ok=True)
@@ -34,7 +35,7 @@ class JavaTools:
 
     def run(self, command: str, *args: str) -> str:
         """``KafkaOracle <command> <args>``; its standard output."""
-        classpath = f"{self.libs}/*:{self._compiled()}"
+        classpath = f"{self.libs}/*:{self.compile()}"
         return self.main("KafkaOracle", command, *args, classpath=classpath)
 
     def main(self, main: str, *args: str, classpath: str | None = None) -> str:

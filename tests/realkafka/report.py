@@ -51,6 +51,18 @@ class Report:
         self.lines.append(line)
         self.emit(line)
 
+    def merge(self, other: Report) -> None:
+        """``other``'s verdicts after this one's (its lines emitted now)."""
+        for line in other.lines:
+            self.lines.append(line)
+            self.emit(line)
+        for key, (n, d) in other.table.items():
+            cell = self.table.setdefault(key, [0, 0])
+            cell[0] += n
+            cell[1] += d
+        self.checks += other.checks
+        self.differences += other.differences
+
     def fail(self, name: str, why: str) -> None:
         self.verdict(name, [why])
 
