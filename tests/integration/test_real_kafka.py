@@ -4,9 +4,26 @@ real Aiven plugin (1.0.0) wrote exactly as Kafka's own clients and tools read th
 
 from __future__ import annotations
 
+import json
+import shutil
+from pathlib import Path
+
+import httpx
 import pytest
 
-from tests.realkafka.checks import run
+from tests.realkafka import dumps
+from tests.realkafka.checks import (
+    FIXTURES,
+    Bucket,
+    http_checks,
+    private_key,
+    run,
+    serving,
+    store_of,
+)
+from tests.realkafka.jars import CACHE, kafka_libs
+from tests.realkafka.java import JavaTools
+from tests.realkafka.report import Report
 
 pytestmark = pytest.mark.timeout(1200)
 
@@ -19,3 +36,38 @@ def test_every_surface_reads_what_real_kafka_wrote(capsys: pytest.CaptureFixture
     assert report.checks >= 100, f"only {report.checks} checks ran"
     assert not failed, "\n".join(failed)
     assert report.differences == 0
+
+
+def test_the_checks_fail_on_a_wrong_bucket(tmp_path: Path) -> None:
+    """The checks can fail: the first plain (unencrypted, uncompressed) ``.log`` object of
+    ``codecs`` with one byte of a record flipped, and an oracle row changed, are FAIL lines
+    (a typed error, a difference), never PASS."""
+    bucket_dir = tmp_path / "fs"
+    shutil.copytree(FIXTURES / "fs", bucket_dir)
+    logs = sorted((bucket_dir / "bucket").glob("codecs-*/0/*.log"))
+    data = bytearray(logs[0].read_bytes())
+    data[len(data) - 3] ^= 0x01  # inside the last record of the object's last batch
+    logs[0].write_bytes(bytes(data))
+    oracle = bucket_dir / "oracle" / "logappend.java.read_uncommitted.ndjson"
+    rows = oracle.read_text().splitlines()
+    row = json.loads(rows[1])
+    row["timestamp"] += 1
+    oracle.write_text("\n".join([rows[0], json.dumps(row), *rows[2:]]) + "\n")
+    bucket = Bucket(bucket_dir)
+    dumps.prepare(bucket, JavaTools(kafka_libs(), CACHE / "classes"))
+    report = Report(emit=lambda _line: None)
+    with (
+        store_of(bucket, private_key(tmp_path)) as args,
+        serving(args, tmp_path / "serve.log") as (url, _),
+        httpx.Client(base_url=url, timeout=60) as client,
+    ):
+        http_checks(bucket, client, "codecs", 3, report)
+        http_checks(bucket, client, "logappend", 1, report)
+    failed = {line.split(":")[0] for line in report.lines if line.startswith("FAIL")}
+    for surface in ("http-json", "http-ndjson", "http-raw"):
+        assert f"FAIL fs/codecs {surface} read_uncommitted = Java consumer" in failed
+    assert any("crc" in line.lower() for line in report.lines if "fs/codecs http-json" in line)
+    assert "FAIL fs/logappend http-json read_uncommitted = Java consumer" in failed
+    assert not any(
+        line.startswith("PASS fs/codecs http-") and "-0" in line for line in report.lines
+    )

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import shutil
 import signal
 import socket
@@ -54,6 +55,9 @@ _SETTINGS = {
 }
 
 
+_TIERING = re.compile(r"remote\.log\.|rlmm\.")
+
+
 class BrokerError(RuntimeError):
     """The broker did not start or stop in time."""
 
@@ -61,7 +65,10 @@ class BrokerError(RuntimeError):
 class Broker:
     """One KRaft broker; ``rsm`` are the ``rsm.config.*`` settings (without the prefix)."""
 
-    def __init__(self, libs: Path, home: Path, plugin_dir: Path, rsm: Mapping[str, str]) -> None:
+    def __init__(
+        self, libs: Path, home: Path, plugin_dir: Path | None, rsm: Mapping[str, str]
+    ) -> None:
+        """``plugin_dir`` None: a broker without tiered storage (no RemoteStorageManager)."""
         self.libs, self.home, self.plugin_dir = libs, home, plugin_dir
         self.rsm = dict(rsm)
         self.port, self.controller_port = free_port(), free_port()
@@ -80,8 +87,10 @@ class Broker:
             "advertised.listeners": f"PLAINTEXT://{LOCALHOST}:{self.port}",
             "controller.quorum.voters": f"1@{LOCALHOST}:{self.controller_port}",
             "log.dirs": str(self.log_dir),
-            "remote.log.storage.manager.class.path": f"{self.plugin_dir}/*",
         }
+        if self.plugin_dir is None:
+            return {k: v for k, v in settings.items() if not _TIERING.match(k)}
+        settings["remote.log.storage.manager.class.path"] = f"{self.plugin_dir}/*"
         settings |= {f"rsm.config.{k}": v for k, v in self.rsm.items()}
         return settings
 

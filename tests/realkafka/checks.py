@@ -29,7 +29,7 @@ import httpx
 
 from tests.fixtures.ports import LOCALHOST, listening_port
 from tests.integration.serve import stop
-from tests.realkafka import dumps, surfaces
+from tests.realkafka import dumps, live, surfaces
 from tests.realkafka.jars import CACHE, kafka_libs
 from tests.realkafka.java import JavaTools
 from tests.realkafka.oracle import ISOLATIONS, librdkafka_read, load_ndjson
@@ -39,7 +39,8 @@ FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "real_kafka"
 
 
 class Bucket:
-    """One fixture bucket and its oracles."""
+    """One bucket and its oracles: a fixture, or ``live`` (:mod:`tests.realkafka.live`: tiered
+    by ``tier`` from a stopped broker's folders, no ``__remote_log_metadata``)."""
 
     def __init__(self, folder: Path) -> None:
         self.folder, self.name = folder, folder.name
@@ -47,7 +48,9 @@ class Bucket:
         self.topics: dict[str, int] = {
             t: s["partitions"] for t, s in self.settings["topics"].items()
         }
-        self.rlmm = load_ndjson(folder / "oracle" / "remote_log_metadata.ndjson")
+        self.live = bool(self.settings.get("live"))
+        rlmm = folder / "oracle" / "remote_log_metadata.ndjson"
+        self.rlmm = [] if self.live else load_ndjson(rlmm)
         self.segments = self._segments()
 
     def _segments(self) -> dict[str, dict[str, Any]]:
@@ -61,6 +64,8 @@ class Bucket:
         return {k: v for k, v in by_id.items() if v["state"] == "COPY_SEGMENT_FINISHED"}
 
     def remote_end(self, topic: str, partition: int) -> int:
+        if self.live:  # the whole log is tiered
+            return int(self.offsets(topic)["partitions"][str(partition)]["end_uncommitted"])
         ends = [
             s["endOffset"]
             for s in self.segments.values()
@@ -182,6 +187,8 @@ def serving(args: list[str], log_path: Path) -> Iterator[tuple[str, str]]:
 
 def check_bucket(bucket: Bucket, java: JavaTools, report: Report, work: Path) -> None:
     dumps.prepare(bucket, java)
+    if bucket.live:
+        max_timestamp_rule(bucket, report)
     with store_of(bucket, private_key(work)) as args:
         with (
             serving(args, work / f"serve-{bucket.name}.log") as (url, bootstrap),
@@ -190,9 +197,27 @@ def check_bucket(bucket: Bucket, java: JavaTools, report: Report, work: Path) ->
             for topic, partitions in bucket.topics.items():
                 http_checks(bucket, client, topic, partitions, report)
                 listener_checks(bucket, java, bootstrap, topic, partitions, report, work)
-        catalog_checks(bucket, args, report, work)
-        spark_checks(bucket, args, report, work)
+        if not bucket.live:
+            catalog_checks(bucket, args, report, work)
+            spark_checks(bucket, args, report, work)
     dumps.checks(bucket, java, report)
+
+
+def max_timestamp_rule(bucket: Bucket, report: Report) -> None:
+    """The rule the tiered buckets' max_timestamp expectation follows (DumpLogSegments: the
+    first record of the greatest timestamp, control batches included), against the live
+    broker's own answer, which it gives from local segments."""
+    for topic, partitions in bucket.topics.items():
+        admin = bucket.offsets(topic)["admin"]
+        want = [{"partition": p, **admin[str(p)]["max_timestamp"]} for p in range(partitions)]
+        got = [{"partition": p, **dumps.max_timestamp(bucket, topic, p)} for p in range(partitions)]
+        report.compare(
+            f"{bucket.name}/{topic} max_timestamp from DumpLogSegments = the broker's ListOffsets",
+            "max-timestamp-rule",
+            f"{bucket.name}/{topic}",
+            want,
+            got,
+        )
 
 
 def _guarded(report: Report, name: str, fn: Any, *args: Any) -> Any:
@@ -294,12 +319,13 @@ def expected_admin(bucket: Bucket, topic: str, partitions: int) -> list[Row]:
     local segments only (-1 here): that one is DumpLogSegments' (the first record of the
     greatest timestamp, control batches included, and its batch's leader epoch)."""
     admin = bucket.offsets(topic)["admin"]
+    specs = ADMIN_SPECS[:3] + ADMIN_SPECS[5:] if bucket.live else ADMIN_SPECS  # no tiering there
     rows = []
     for p in range(partitions):
         answers = admin[str(p)]
         if answers["latest_uncommitted"]["offset"] != bucket.remote_end(topic, p):
             raise AssertionError(f"{topic}-{p}: the broker's log end is not the remote log end")
-        for spec in ADMIN_SPECS:
+        for spec in specs:
             hit = (
                 answers[spec] if spec != "max_timestamp" else dumps.max_timestamp(bucket, topic, p)
             )
@@ -613,32 +639,43 @@ def spark_checks(bucket: Bucket, args: list[str], report: Report, work: Path) ->
         report.fail(f"{bucket.name} spark checks", f"exit {done.returncode}: {done.stderr[-1500:]}")
 
 
-def _check_one(folder: Path, java: JavaTools, work: Path) -> Report:
+def _check_one(folder: Path | None, java: JavaTools, work: Path) -> Report:
+    """One bucket's checks; ``folder`` None: the live broker's, made first."""
     report = Report(emit=lambda _line: None)
     work.mkdir()
     try:
+        if folder is None:
+            try:
+                folder = live.build(work, java)
+            except Exception as e:
+                report.fail("live broker", f"{type(e).__name__}: {str(e)[:1500]}")
+                return report
         check_bucket(Bucket(folder), java, report, work)
     except Exception as e:
-        report.fail(f"{folder.name} served", f"{type(e).__name__}: {str(e)[:500]}")
+        report.fail(f"{work.name} served", f"{type(e).__name__}: {str(e)[:500]}")
     return report
 
 
 def run(emit: Any = print, only: tuple[str, ...] = ()) -> Report:
-    """Every bucket's checks, the buckets side by side (each mostly waits on its servers and
-    JVMs); each bucket's lines are emitted when it is done."""
+    """Every bucket's checks (the fixtures' and the live broker's, ``only`` these names), the
+    buckets side by side (each mostly waits on its servers and JVMs); each bucket's lines are
+    emitted when it is done."""
     report = Report(emit=emit)
     java = JavaTools(kafka_libs(), CACHE / "classes")
     java.compile()
     folders = sorted(p for p in FIXTURES.iterdir() if (p / "settings.json").exists())
-    folders = [f for f in folders if not only or f.name in only]
     if not folders:
         report.fail("fixtures", f"no bucket under {FIXTURES}")
         return report
+    jobs: list[Path | None] = [*folders, None]
+    jobs = [j for j in jobs if not only or (j.name if j else "live") in only]
     with (
         tempfile.TemporaryDirectory(prefix="real-kafka-") as tmp,
-        ThreadPoolExecutor(len(folders)) as pool,
+        ThreadPoolExecutor(len(jobs)) as pool,
     ):
-        futures = [pool.submit(_check_one, f, java, Path(tmp) / f.name) for f in folders]
+        futures = [
+            pool.submit(_check_one, j, java, Path(tmp) / (j.name if j else "live")) for j in jobs
+        ]
         for future in futures:
             report.merge(future.result())
     return report

@@ -38,9 +38,13 @@ def _compact_file(path: Path) -> None:
     )
 
 
-def record(bootstrap: str, java: JavaTools, out: Path, topics: dict[str, Any]) -> None:
+def record(
+    bootstrap: str, java: JavaTools, out: Path, topics: dict[str, Any], *, tiered: bool = True
+) -> None:
+    """The oracles of ``topics``; ``tiered``: the broker's ``__remote_log_metadata`` too."""
     out.mkdir(parents=True, exist_ok=True)
-    java.run("rlmm", bootstrap, str(out / "remote_log_metadata.ndjson"))
+    if tiered:
+        java.run("rlmm", bootstrap, str(out / "remote_log_metadata.ndjson"))
     for topic in topics:
         for isolation in ISOLATIONS:
             java.run(

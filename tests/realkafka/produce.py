@@ -30,9 +30,10 @@ TOPICS: dict[str, tuple[int, dict[str, str]]] = {
 }
 
 
-def topic_settings(extra: dict[str, str]) -> dict[str, str]:
+def topic_settings(extra: dict[str, str], *, tiered: bool = True) -> dict[str, str]:
+    tiering = {"remote.storage.enable": "true"} if tiered else {}
     return {
-        "remote.storage.enable": "true",
+        **tiering,
         "segment.ms": str(SEGMENT_MS),
         "local.retention.ms": "3600000",  # lowered once the segments are copied and uploaded
         "retention.ms": "-1",
