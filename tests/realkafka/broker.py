@@ -8,18 +8,16 @@ when its listener accepts; stopped by its pid. ``restart`` keeps the log and met
 
 from __future__ import annotations
 
-import contextlib
 import os
 import re
 import shutil
 import signal
-import socket
 import subprocess
 import time
 from collections.abc import Mapping
 from pathlib import Path
 
-from tests.fixtures.ports import LOCALHOST, free_port
+from tests.fixtures.ports import LOCALHOST, free_port, listening_ports
 
 START_TIMEOUT_S = 90.0
 STOP_TIMEOUT_S = 30.0
@@ -95,9 +93,32 @@ class Broker:
         return settings
 
     def _java(self, main: str, *args: str) -> list[str]:
-        return ["java", "-Xmx768m", "-cp", f"{self.libs}/*", main, *args]
+        # IPv4 sockets: its listener then shows in /proc/PID/net/tcp (listening_ports)
+        return [
+            "java",
+            "-Xmx768m",
+            "-Djava.net.preferIPv4Stack=true",
+            "-cp",
+            f"{self.libs}/*",
+            main,
+            *args,
+        ]
 
     def start(self) -> None:
+        """Format (once) and start; ready when the listener accepts. A first start whose port
+        was taken since :func:`free_port` chose it starts again on other ports."""
+        for attempt in range(3):
+            try:
+                self._start()
+                return
+            except BrokerError as e:
+                if "Address already in use" not in str(e) or attempt == 2:
+                    raise
+                shutil.rmtree(self.home, ignore_errors=True)
+                self.cluster_id = ""
+                self.port, self.controller_port = free_port(), free_port()
+
+    def _start(self) -> None:
         self.home.mkdir(parents=True, exist_ok=True)
         config = self.home / "server.properties"
         config.write_text("".join(f"{k}={v}\n" for k, v in self.properties().items()))
@@ -115,7 +136,7 @@ class Broker:
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
                 raise BrokerError(f"broker exited with {self.proc.returncode}: {self.tail()}")
-            with contextlib.suppress(OSError), socket.create_connection((LOCALHOST, self.port), 1):
+            if self.port in listening_ports(self.proc.pid):  # its own socket, not a stranger's
                 return
             time.sleep(0.2)
         self.stop()
@@ -147,8 +168,9 @@ class Broker:
             self.proc.wait()
 
     def restart(self) -> None:
+        """Stop and start again on the same ports and folders (a new leader epoch)."""
         self.stop()
-        self.start()
+        self._start()
 
     def close(self) -> None:
         self.stop()
