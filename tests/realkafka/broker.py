@@ -17,6 +17,9 @@ import time
 from collections.abc import Mapping
 from pathlib import Path
 
+from confluent_kafka import KafkaException
+from confluent_kafka.admin import AdminClient, NewTopic
+
 from tests.fixtures.ports import LOCALHOST, free_port, listening_ports
 
 START_TIMEOUT_S = 90.0
@@ -147,6 +150,25 @@ class Broker:
         if done.returncode != 0:
             raise BrokerError(f"{main} {' '.join(args)} failed: {done.stdout}{done.stderr}")
         return done.stdout
+
+    def create_topics(self, topics: list[NewTopic]) -> None:
+        """Create ``topics``, again while the broker is not registered yet (listening comes
+        before KRaft has unfenced it: "only 0 broker(s) are registered"), bounded."""
+        admin = AdminClient({"bootstrap.servers": self.bootstrap})
+        deadline = time.monotonic() + START_TIMEOUT_S
+        todo = list(topics)
+        while todo:
+            failed = []
+            for topic, future in zip(todo, admin.create_topics(todo).values(), strict=True):
+                try:
+                    future.result(30)
+                except KafkaException as e:
+                    if time.monotonic() > deadline:
+                        raise BrokerError(f"topic {topic.topic} not created: {e}") from e
+                    failed.append(topic)
+            todo = failed
+            if todo:
+                time.sleep(0.5)
 
     def tail(self, lines: int = 40) -> str:
         path = self.home / "broker.out"

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 from tests.realkafka.report import Report, Row
 
 if TYPE_CHECKING:
-    from tests.realkafka.checks import Bucket
+    from tests.realkafka.bucket import Bucket
     from tests.realkafka.java import JavaTools
 
 _PAIR = re.compile(r"(\w+): (\[[^\]]*\]|\S+)")
@@ -113,21 +113,18 @@ def ours(paths: list[Path]) -> list[Row]:
     return rows
 
 
-_MAX: dict[tuple[str, str, int], dict[str, int]] = {}
-
-
 def max_timestamp(bucket: Bucket, topic: str, partition: int) -> dict[str, int]:
     """Kafka's MAX_TIMESTAMP over the tiered segments: the greatest timestamp of any batch
     (control batches too) and the first offset holding it, from DumpLogSegments."""
-    return _MAX[(bucket.name, topic, partition)]
+    return bucket.max_timestamps[(topic, partition)]
 
 
-def checks(bucket: Bucket, java: JavaTools, report: Report) -> None:
+def checks(bucket: Bucket, report: Report) -> None:
     """Per partition: ``dump`` of the broker's segment files = DumpLogSegments of them."""
     for topic, partitions in bucket.topics.items():
         for p in range(partitions):
             paths = segment_files(bucket, topic, p)
-            want = [r for path in paths for r in _DUMPED[bucket.name][path]]
+            want = [r for path in paths for r in bucket.dumped[path]]
             report.compare(
                 f"{bucket.name}/{topic}-{p} dump = DumpLogSegments",
                 "dump",
@@ -137,22 +134,19 @@ def checks(bucket: Bucket, java: JavaTools, report: Report) -> None:
             )
 
 
-_DUMPED: dict[str, dict[Path, list[Row]]] = {}
-
-
 def prepare(bucket: Bucket, java: JavaTools) -> None:
     """DumpLogSegments on every segment file of the bucket (one JVM), before the checks that
     need its answers."""
     every = [
         p for t, n in bucket.topics.items() for i in range(n) for p in segment_files(bucket, t, i)
     ]
-    _DUMPED[bucket.name] = dumped = kafka_dumps(java, every)
+    bucket.dumped = dumped = kafka_dumps(java, every)
     for topic, partitions in bucket.topics.items():
         for p in range(partitions):
             rows = [r for path in segment_files(bucket, topic, p) for r in dumped[path]]
             top = max(r["timestamp"] for r in rows)
             first = min((r for r in rows if r["timestamp"] == top), key=lambda r: r["offset"])
-            _MAX[(bucket.name, topic, p)] = {
+            bucket.max_timestamps[(topic, p)] = {
                 "offset": first["offset"],
                 "timestamp": top,
                 "leaderEpoch": first["leaderEpoch"],

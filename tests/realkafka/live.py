@@ -19,7 +19,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka.admin import NewTopic
 
 from tests.realkafka import oracle
 from tests.realkafka.broker import Broker
@@ -39,13 +39,11 @@ def build(work: Path, java: JavaTools) -> Path:
     broker = Broker(kafka_libs(), work / "live-broker", None, {})
     broker.start()
     try:
-        admin = AdminClient({"bootstrap.servers": broker.bootstrap})
         topics = [
             NewTopic(t, n, 1, config=topic_settings(extra, tiered=False))
             for t, (n, extra) in TOPICS.items()
         ]
-        for f in admin.create_topics(topics).values():
-            f.result(30)
+        broker.create_topics(topics)
         writer = Writer(
             broker.bootstrap,
             lambda t, cmd, spec: java.run(cmd, broker.bootstrap, t, str(spec)),

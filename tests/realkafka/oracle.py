@@ -5,7 +5,6 @@ librdkafka, and the records of ``__remote_log_metadata``."""
 
 from __future__ import annotations
 
-import base64
 import json
 import time
 from pathlib import Path
@@ -14,7 +13,7 @@ from typing import Any
 from confluent_kafka import Consumer, TopicPartition
 
 from tests.realkafka.java import JavaTools
-from tests.realkafka.report import compact
+from tests.realkafka.report import b64, compact
 
 ISOLATIONS = ("read_uncommitted", "read_committed")
 READ_TIMEOUT_S = 120.0
@@ -63,10 +62,6 @@ def record(
         java.run("offsets", bootstrap, topic, str(out / f"{topic}.offsets.json"), *map(str, stamps))
 
 
-def _b64(b: bytes | None) -> str | None:
-    return None if b is None else base64.b64encode(b).decode()
-
-
 def librdkafka_read(
     bootstrap: str, topic: str, partitions: int, isolation: str
 ) -> list[dict[str, Any]]:
@@ -109,9 +104,9 @@ def librdkafka_read(
                     "offset": msg.offset(),
                     "timestamp": ts,
                     "timestampType": {1: "CreateTime", 2: "LogAppendTime"}[ts_type],
-                    "key": _b64(msg.key()),
-                    "value": _b64(msg.value()),
-                    "headers": [[k, _b64(v)] for k, v in msg.headers() or []],
+                    "key": b64(msg.key()),
+                    "value": b64(msg.value()),
+                    "headers": [[k, b64(v)] for k, v in msg.headers() or []],
                     "leaderEpoch": msg.leader_epoch(),
                 }
             )

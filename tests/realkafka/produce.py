@@ -8,7 +8,6 @@ roll by ``segment.ms`` on the next append), so every round lands in segments of 
 
 from __future__ import annotations
 
-import base64
 import json
 import random
 import time
@@ -17,6 +16,8 @@ from pathlib import Path
 from typing import Any
 
 from confluent_kafka import KafkaException, Producer
+
+from tests.realkafka.report import b64
 
 CODECS = ("none", "gzip", "snappy", "lz4", "zstd")
 SEGMENT_MS = 1500
@@ -40,10 +41,6 @@ def topic_settings(extra: dict[str, str], *, tiered: bool = True) -> dict[str, s
         "file.delete.delay.ms": "1000",
         **extra,
     }
-
-
-def _b64(b: bytes | None) -> str | None:
-    return None if b is None else base64.b64encode(b).decode()
 
 
 def _payload(rng: random.Random, n: int) -> bytes:
@@ -93,9 +90,9 @@ class Writer:
         return {
             "op": "send",
             "partition": partition,
-            "key": _b64(key),
-            "value": _b64(value),
-            "headers": [[k, _b64(v)] for k, v in headers or []],
+            "key": b64(key),
+            "value": b64(value),
+            "headers": [[k, b64(v)] for k, v in headers or []],
             "timestamp": timestamp,
         }
 

@@ -13,6 +13,11 @@ Row = dict[str, Any]
 BIG = 4096  # base64 characters: a longer key or value is compared (and kept) by its SHA-256
 
 
+def b64(data: bytes | bytearray | None) -> str | None:
+    """Standard padded base64 of ``data`` (a key, value or header value), ``None`` for null."""
+    return None if data is None else base64.b64encode(bytes(data)).decode()
+
+
 def compact(row: Any) -> Any:
     """``row`` with a key or value over :data:`BIG` as ``sha256:<hex>`` of its bytes (the
     oracles are committed: a 1 MB record is kept as its digest)."""
@@ -51,6 +56,14 @@ class Report:
         self.lines.append(line)
         self.emit(line)
 
+    def guarded(self, name: str, fn: Callable[..., Any], *args: Any) -> Any:
+        """``fn(*args)``; an exception is the check ``name``'s FAIL line (and ``None``)."""
+        try:
+            return fn(*args)
+        except Exception as e:
+            self.fail(name, f"{type(e).__name__}: {str(e)[:300]}")
+            return None
+
     def merge(self, other: Report) -> None:
         """``other``'s verdicts after this one's (its lines emitted now)."""
         for line in other.lines:
@@ -82,7 +95,9 @@ class Report:
         return "\n".join(out)
 
 
-def differences(want: Sequence[Row], got: Sequence[Row], limit: int = 5) -> list[str]:
+def differences(want: Sequence[Row], got: Sequence[Row]) -> list[str]:
+    """One line per row that differs (and one for a different row count): all of them, so
+    the report's difference count is exact."""
     out: list[str] = []
     if len(want) != len(got):
         out.append(f"{len(got)} rows, want {len(want)}")
@@ -95,8 +110,6 @@ def differences(want: Sequence[Row], got: Sequence[Row], limit: int = 5) -> list
                 f"row {i} ({w.get('partition', '')}:{w.get('offset', '')}): "
                 + ", ".join(f"{k}={_short(g.get(k))} want {_short(w.get(k))}" for k in keys)
             )
-            if len(out) >= limit:
-                break
     return out
 
 

@@ -6,14 +6,13 @@ the bucket with ``format("tiered-kafka")``."""
 
 from __future__ import annotations
 
-import base64
 import json
 import os
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from tests.realkafka.report import compact
+from tests.realkafka.report import b64, compact
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -42,10 +41,6 @@ def session(packages: str | None = None) -> SparkSession:
     return spark
 
 
-def _b64(b: bytes | bytearray | None) -> str | None:
-    return None if b is None else base64.b64encode(bytes(b)).decode()
-
-
 def rows(df: DataFrame) -> list[dict[str, Any]]:
     """Spark rows in the oracle's shape, ordered by partition and offset; timestamps in
     microseconds since the epoch (Spark's precision), headers as [name, base64]."""
@@ -64,9 +59,9 @@ def rows(df: DataFrame) -> list[dict[str, Any]]:
                     "offset": r["offset"],
                     "timestamp": r["timestamp"],
                     "timestampType": r["timestampType"],
-                    "key": _b64(r["key"]),
-                    "value": _b64(r["value"]),
-                    "headers": [[h["key"], _b64(h["value"])] for h in r["headers"] or []],
+                    "key": b64(r["key"]),
+                    "value": b64(r["value"]),
+                    "headers": [[h["key"], b64(h["value"])] for h in r["headers"] or []],
                 }
             )
         )

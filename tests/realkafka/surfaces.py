@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import base64
 import json
 import struct
 from collections.abc import Iterator
@@ -12,7 +11,8 @@ from typing import Any
 import httpx
 from kafka.record.default_records import DefaultRecordBatch
 
-Row = dict[str, Any]
+from tests.realkafka.report import Row, b64
+
 RECORDS = "/v1/topics/{topic}/partitions/{partition}/records"
 _HEADER = struct.Struct(">qiiB")  # base offset, length, partition leader epoch, magic
 _CONTROL_KEY = struct.Struct(">hh")  # version, type (0 ABORT, 1 COMMIT)
@@ -36,14 +36,16 @@ def from_json(partition: int, r: dict[str, Any]) -> Row:
     }
 
 
-def json_walk(client: httpx.Client, topic: str, partition: int, isolation: str) -> list[Row]:
+def json_walk(
+    client: httpx.Client, topic: str, partition: int, isolation: str, max_bytes: int = 65536
+) -> list[Row]:
     """Page by ``next_offset`` from the remote log start until ``end_of_remote_log``."""
     info = client.get(f"/v1/topics/{topic}/partitions/{partition}").json()
     offset, rows = info["remote_log_start_offset"], []
     for _ in range(WALK_LIMIT):
         r = client.get(
             RECORDS.format(topic=topic, partition=partition),
-            params={"offset": offset, "isolation_level": isolation, "max_bytes": 65536},
+            params={"offset": offset, "isolation_level": isolation, "max_bytes": max_bytes},
         )
         if r.status_code != 200:
             raise WalkError(f"{topic}-{partition}@{offset}: {r.status_code} {r.text[:300]}")
@@ -82,30 +84,47 @@ def ndjson_walk(client: httpx.Client, topic: str, partition: int, isolation: str
     raise WalkError(f"{topic}-{partition}: no end after {WALK_LIMIT} streams")
 
 
+Page = tuple[bytes, list[tuple[int, int]]]
+"""A raw answer: its record batches, and the aborted transactions it names (producer id, first
+offset; ``X-Aborted-Transactions``, read_committed)."""
+
+
 def raw_walk(
-    client: httpx.Client, topic: str, partition: int, isolation: str = "read_uncommitted"
-) -> tuple[bytes, set[tuple[int, int]]]:
-    """The record batches as served, concatenated, and the aborted transactions the pages
-    named (``X-Aborted-Transactions``, read_committed): (producer id, first offset)."""
-    offset, out, aborted = 0, bytearray(), set()
+    client: httpx.Client,
+    topic: str,
+    partition: int,
+    isolation: str = "read_uncommitted",
+    max_bytes: int = 65536,
+) -> list[Page]:
+    """The raw answers of a walk by ``X-Next-Offset``, each as the consumer gets one fetch."""
+    offset, pages = 0, []
     for _ in range(WALK_LIMIT):
         r = client.get(
             RECORDS.format(topic=topic, partition=partition),
-            params={"offset": offset, "max_bytes": 65536, "isolation_level": isolation},
+            params={"offset": offset, "max_bytes": max_bytes, "isolation_level": isolation},
             headers={"Accept": "application/octet-stream"},
         )
         if r.status_code != 200:
             raise WalkError(f"{topic}-{partition}@{offset}: {r.status_code} {r.text[:300]}")
-        out += r.content
-        for txn in json.loads(r.headers.get("X-Aborted-Transactions") or "[]"):
-            aborted.add((txn["producer_id"], txn["first_offset"]))
+        aborted = json.loads(r.headers.get("X-Aborted-Transactions") or "[]")
+        pages.append((r.content, [(t["producer_id"], t["first_offset"]) for t in aborted]))
         if r.headers["X-End-Of-Remote-Log"] == "true":
-            return bytes(out), aborted
+            return pages
         nxt = int(r.headers["X-Next-Offset"])
         if nxt <= offset:
             raise WalkError(f"{topic}-{partition}@{offset}: X-Next-Offset {nxt}")
         offset = nxt
     raise WalkError(f"{topic}-{partition}: no end after {WALK_LIMIT} pages")
+
+
+def raw_pages_rows(partition: int, pages: list[Page], committed: bool) -> list[Row]:
+    """The records of a raw walk as a consumer reads it, each answer on its own (Kafka's
+    consumer keeps no aborted-transaction state from one fetch to the next)."""
+    return [
+        r
+        for data, aborted in pages
+        for r in raw_rows(partition, data, aborted if committed else None)
+    ]
 
 
 def batches(data: bytes) -> Iterator[tuple[int, bytes]]:
@@ -117,11 +136,9 @@ def batches(data: bytes) -> Iterator[tuple[int, bytes]]:
         pos += 12 + length
 
 
-def _b64(b: bytes | None) -> str | None:
-    return None if b is None else base64.b64encode(b).decode()
-
-
-def raw_rows(partition: int, data: bytes, aborted: set[tuple[int, int]] | None = None) -> list[Row]:
+def raw_rows(
+    partition: int, data: bytes, aborted: list[tuple[int, int]] | None = None
+) -> list[Row]:
     """The data records of raw batches, read by kafka-python's record reader (every CRC
     checked), as a consumer sees them: control batches left out, and with ``aborted`` (the
     read_committed answer's list) the aborted transactions' batches too, as Kafka's consumer
@@ -151,9 +168,9 @@ def raw_rows(partition: int, data: bytes, aborted: set[tuple[int, int]] | None =
                 "offset": rec.offset,
                 "timestamp": rec.timestamp,
                 "timestampType": stamp_type,
-                "key": _b64(rec.key),
-                "value": _b64(rec.value),
-                "headers": [[k, _b64(v)] for k, v in rec.headers],
+                "key": b64(rec.key),
+                "value": b64(rec.value),
+                "headers": [[k, b64(v)] for k, v in rec.headers],
                 "leaderEpoch": epoch,
             }
             for rec in records
