@@ -37,6 +37,8 @@ from pydantic_settings import (
 )
 
 from gateway.errors import ConfigurationError
+from gateway.metadata.follow import FollowConfig
+from gateway.metadata.follow_kafka import security_settings
 from gateway.storage.hedge import HedgePolicy
 from gateway.storage.retry import RetryPolicy
 from gateway.storage.url import parse_store_url
@@ -67,6 +69,7 @@ _FLAG_NAMES: Final = {  # repeatable: one value per flag
     "cors_origins": "--cors-origin",
     "super_users": "--super-user",
     "jwt_algorithms": "--jwt-algorithm",
+    "metadata_topics": "--metadata-topic-filter",
 }
 LIST_FIELDS: Final = tuple(_FLAG_NAMES)
 """The list settings: a repeatable flag each; in the environment a JSON list or comma-separated."""
@@ -140,6 +143,42 @@ class Settings(BaseSettings):
     rescan_interval_s: float = Field(
         default=60.0, ge=0, description="seconds between incremental bucket rescans (0: never)"
     )
+    # --- following a cluster's __remote_log_metadata (docs/live-metadata.md) ------------------
+    metadata_source: Literal["bucket", "topic", "both"] = Field(
+        default="bucket",
+        description="where the catalog comes from: bucket (scans of the manifests), topic "
+        "(follow the cluster's __remote_log_metadata: uploads seen at once, no listing), or "
+        "both (the topic for every segment it names, scans for the rest)",
+    )
+    metadata_bootstrap: str | None = Field(
+        default=None, description="the cluster's bootstrap servers (HOST:PORT,...) to follow"
+    )
+    metadata_topic_name: str = Field(
+        default="__remote_log_metadata", min_length=1, description="the metadata topic"
+    )
+    metadata_topics: Annotated[list[str], NoDecode] = Field(
+        default_factory=list,
+        description="follow only the metadata partitions of these topics (default: every "
+        "partition of the metadata topic)",
+    )
+    metadata_security_protocol: Literal["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"] = Field(
+        default="PLAINTEXT", description="the follower's Kafka security protocol"
+    )
+    metadata_sasl_mechanism: (
+        Literal["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER"] | None
+    ) = Field(default=None, description="the follower's SASL mechanism")
+    metadata_sasl_username: str | None = Field(default=None, description="SASL PLAIN/SCRAM user")
+    metadata_sasl_password: str | None = Field(
+        default=None, description="SASL PLAIN/SCRAM password"
+    )
+    metadata_oauth_token_file: Path | None = Field(
+        default=None, description="OAUTHBEARER: a file holding the token, read at each login"
+    )
+    metadata_ssl_cafile: Path | None = Field(default=None, description="CA bundle of the cluster")
+    metadata_ssl_certfile: Path | None = Field(
+        default=None, description="client certificate (mutual TLS)"
+    )
+    metadata_ssl_keyfile: Path | None = Field(default=None, description="its private key")
     # --- the listener -------------------------------------------------------------------------
     host: str = Field(default="127.0.0.1", min_length=1, description="address to listen on")
     port: int = Field(default=8080, ge=0, le=65535, description="TCP port (0: any free port)")
@@ -463,6 +502,11 @@ class Settings(BaseSettings):
                 f"max_response_bytes ({self.max_response_bytes})"
             )
         self._consistent_security()
+        if self.metadata_source != "bucket" and not self.metadata_bootstrap:
+            raise ValueError(
+                f"metadata_source {self.metadata_source} needs metadata_bootstrap (the "
+                "cluster to follow)"
+            )
         return self
 
     def _consistent_security(self) -> None:
@@ -499,6 +543,27 @@ class Settings(BaseSettings):
             return self
         parts = {name: _divide(getattr(self, name), self.workers) for name in DIVIDED}
         return self.model_copy(update=parts)
+
+    def follow_config(self) -> FollowConfig | None:
+        """The metadata topic to follow (``metadata_source`` topic or both), else None."""
+        if self.metadata_source == "bucket" or not self.metadata_bootstrap:
+            return None
+        client = security_settings(
+            self.metadata_security_protocol,
+            self.metadata_sasl_mechanism,
+            username=self.metadata_sasl_username,
+            password=self.metadata_sasl_password,
+            token_file=self.metadata_oauth_token_file,
+            cafile=self.metadata_ssl_cafile,
+            certfile=self.metadata_ssl_certfile,
+            keyfile=self.metadata_ssl_keyfile,
+        )
+        return FollowConfig(
+            self.metadata_bootstrap,
+            self.metadata_topic_name,
+            tuple(self.metadata_topics),
+            client,
+        )
 
     def retry_policy(self) -> RetryPolicy:
         return RetryPolicy(

@@ -105,7 +105,7 @@ def _partition_row(rlmm: RemoteLogMetadataManager, tp: TopicIdPartition) -> dict
         "topic_id": encode_uuid(tp.topic_id),
         "partition": tp.partition,
         "segments": rlmm.segment_count(tp),
-        "remote_log_start_offset": rlmm.remote_log_start_offset(tp),
+        "remote_log_start_offset": rlmm.log_start_offset(tp),  # the log start it reveals
         "remote_log_end_offset": None if last is None else last + 1,  # Kafka's: one past
         "size": rlmm.remote_log_size(tp),
         "leader_epochs": [[e.epoch, e.start_offset] for e in rlmm.epoch_lineage(tp)],

@@ -13,6 +13,7 @@ order is numeric order and a floor lookup is one ordered seek::
     c | tp                                 -> leader-epoch lineage      (from a checkpoint)
     d | tp                                 -> lineage dispute           (a checkpoint refused)
     t | topic name | 0x00 | topic uuid     -> first event time          (name -> ids)
+    f | metadata topic | 0x00 | partition  -> next offset to read      (a follower's position)
 
 Values (big-endian):
 
@@ -261,3 +262,16 @@ def encode_time(value: int) -> bytes:
 
 def decode_time(data: bytes) -> int:
     return int(_Q.unpack(data)[0])
+
+
+FOLLOW: Final = b"f"
+"""``f | metadata topic name | 0x00 | partition`` -> next offset to read (a follower's position,
+written in the transaction of the events it applied)."""
+
+
+def follow_prefix(metadata_topic: str) -> bytes:
+    return FOLLOW + metadata_topic.encode() + b"\x00"
+
+
+def follow_key(metadata_topic: str, partition: int) -> bytes:
+    return follow_prefix(metadata_topic) + _U32.pack(partition)

@@ -62,6 +62,22 @@ class RemoteLogMetadataManager(MetadataViews):
         with self._lock, self._db.transaction():
             yield
 
+    def follow_positions(self, metadata_topic: str) -> dict[int, int]:
+        """The next offset to read of each partition of ``metadata_topic`` a follower applied
+        (:mod:`gateway.metadata.follow`); empty when none was."""
+        prefix = ks.follow_prefix(metadata_topic)
+        with self._lock:
+            return {
+                int.from_bytes(key[len(prefix) :], "big"): ks.read_i64(value, 0)
+                for key, value in self._db.scan(prefix)
+            }
+
+    def set_follow_position(self, metadata_topic: str, partition: int, next_offset: int) -> None:
+        """Record where a follower goes on; call it inside :meth:`batch` with the events it
+        applied, so a restart resumes exactly after them."""
+        with self._lock:
+            self._db.put(ks.follow_key(metadata_topic, partition), ks.i64(next_offset))
+
     # --- events ------------------------------------------------------------------------------
 
     def apply(self, event: MetadataEvent) -> None:

@@ -36,7 +36,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from gateway.deadline import Deadline
-from gateway.errors import ObjectNotFoundError
+from gateway.errors import ObjectNotFoundError, UnknownTopicOrPartitionError
 from gateway.metadata.lineage import (
     CheckpointReader,
     read_checkpoints,
@@ -59,7 +59,7 @@ from gateway.metadata.model import (
     TopicIdPartition,
 )
 from gateway.metadata.scope import diagnose_empty_scope, look_around, misprefixed_note
-from gateway.remote.keys import Suffix, segment_key
+from gateway.remote.keys import ObjectKey, Suffix, segment_key
 from gateway.storage.base import ObjectStore
 from gateway.storage.retry import Retrier, RetryPolicy
 
@@ -89,8 +89,12 @@ class BucketScanner:
         concurrency: int = 16,
         checkpoint_reader: CheckpointReader | None = None,
         retrier: Retrier | None = None,
+        defer_to_known: bool = False,
     ) -> None:
+        """``defer_to_known``: another source (a followed metadata topic) owns every segment
+        it names: a pass registers only segments the catalog has never seen, in any state."""
         self._store = store
+        self._defer = defer_to_known
         self._manager = manager
         self._prefix = key_prefix
         self._concurrency = concurrency
@@ -208,8 +212,10 @@ class BucketScanner:
         with manager.batch():
             for meta in new:
                 existing = manager.segment(meta.segment_id)
-                if existing is not None and existing.state is not SegmentState.COPY_SEGMENT_STARTED:
-                    continue  # deleting or deleted by another source: leave it to that source
+                if existing is not None and (
+                    self._defer or existing.state is not SegmentState.COPY_SEGMENT_STARTED
+                ):
+                    continue  # another source's (deleting, deleted, or its upload in flight)
                 manager.apply(meta)
                 manager.apply(finished(meta))
                 registered += 1
@@ -224,6 +230,33 @@ class BucketScanner:
                         )
                     )
         return registered, len(vanished)
+
+    async def refresh_lineages(self, tps: set[TopicIdPartition]) -> int:
+        """Read and record the leader-epoch checkpoint of each partition's newest finished
+        segment (for a catalog another source fills: a followed metadata topic); returns how
+        many were recorded. A store fault raises; a checkpoint that cannot be read is passed
+        over (the lineage then comes from the epoch maps)."""
+        if self._read_checkpoint is None:
+            return 0
+        newest: list[ObjectKey] = []
+        for tp in tps:
+            finished_segments = await asyncio.to_thread(self._finished_of, tp)
+            if finished_segments:
+                last = max(finished_segments, key=lambda m: m.end_offset)
+                newest.append(segment_key(self._prefix, last, Suffix.MANIFEST))
+        if not newest:
+            return 0
+        report = ScanReport()
+        read, _ = await read_manifests(self._store, self._retrier, newest, report)
+        checkpoints = await read_checkpoints(self._read_checkpoint, read, {}, {}, report)
+        return await asyncio.to_thread(record_lineages, self._manager, checkpoints, report)
+
+    def _finished_of(self, tp: TopicIdPartition) -> list[RemoteLogSegmentMetadata]:
+        try:
+            listed = self._manager.list_remote_log_segments(tp)
+        except UnknownTopicOrPartitionError:
+            return []
+        return [m for m in listed if m.state is SegmentState.COPY_SEGMENT_FINISHED]
 
     async def forget_if_vanished(
         self, meta: RemoteLogSegmentMetadata, retrier: Retrier, deadline: Deadline

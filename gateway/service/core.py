@@ -24,6 +24,7 @@ from gateway.errors import (
     NotReadyError,
     UnknownTopicOrPartitionError,
 )
+from gateway.metadata.follow import MetadataFollower
 from gateway.metadata.manager import RemoteLogMetadataManager
 from gateway.metadata.manifests import UnreadableSegment
 from gateway.metadata.model import RemoteLogSegmentMetadata, TopicIdPartition
@@ -66,8 +67,12 @@ class GatewayService:
         executor: ThreadPoolExecutor,
         scanner: BucketScanner,
         compiled_records: bool = True,
+        follower: MetadataFollower | None = None,
     ) -> None:
-        """``compiled_records``: decode with the compiled loop (:class:`ColumnRecords`)."""
+        """``compiled_records``: decode with the compiled loop (:class:`ColumnRecords`);
+        ``follower``: the metadata topic the catalog follows, if any (its status shows in
+        readiness and metrics)."""
+        self.follower = follower
         self.rlmm = rlmm
         self._compiled = compiled_records
         self.source = source
@@ -86,7 +91,7 @@ class GatewayService:
         self._names: frozenset[str] = frozenset()
         self._names_scan = -1  # the scan count _names were read at
         self.collector = CoreCollector(
-            reader.counters, retrier.counters, source, scanner, self.ready
+            reader.counters, retrier.counters, source, scanner, self.ready, follower
         )
 
     # --- readiness: data endpoints answer 503 not_ready until the first scan has finished ---
@@ -116,8 +121,9 @@ class GatewayService:
         return self._ready
 
     def readiness(self) -> Readiness:
+        follow = None if self.follower is None else self.follower.status
         if not self._ready:
-            return Readiness(False, self._not_ready_reason)
+            return Readiness(False, self._not_ready_reason, follow=follow)
         return Readiness(
             True,
             None,
@@ -127,6 +133,7 @@ class GatewayService:
                 )
                 for tp, u in self._unreadable()
             ),
+            follow,
         )
 
     def _require_ready(self) -> None:

@@ -74,8 +74,11 @@ def resolve(
 
 
 def remote_bounds(rlmm: RemoteLogMetadataManager, tp: TopicIdPartition) -> tuple[int, int]:
-    """(log start offset, log end offset = one past the highest remote offset)."""
-    start = rlmm.remote_log_start_offset(tp)
+    """(log start offset, log end offset = one past the highest remote offset). The start is
+    the broker's log start as far as the bucket reveals it
+    (:meth:`~gateway.metadata.views.MetadataViews.log_start_offset`): no surface serves a
+    record below it."""
+    start = rlmm.log_start_offset(tp)
     end = rlmm.remote_log_end_offset(tp)
     if start is None or end is None:
         return 0, 0

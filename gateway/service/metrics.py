@@ -20,6 +20,7 @@ from prometheus_client.core import (
 from prometheus_client.registry import Collector
 
 from gateway.cache.segments import SegmentSource
+from gateway.metadata.follow import FollowStatus, MetadataFollower
 from gateway.metadata.scan import BucketScanner
 from gateway.remote.reader import LATENCY_BUCKETS, ReadCounters
 from gateway.storage.retry import RetryCounters
@@ -54,6 +55,7 @@ class CoreCollector(Collector):
     source: SegmentSource
     scanner: BucketScanner
     ready: Callable[[], bool]
+    follower: MetadataFollower | None = None
 
     def collect(self) -> Iterator[Metric]:
         yield from self._reads()
@@ -61,6 +63,8 @@ class CoreCollector(Collector):
         yield from self._caches()
         yield _gauge("ready", "1 once the catalog is loaded", int(self.ready()))
         yield from self._scans()
+        if self.follower is not None:
+            yield from _follow(self.follower.status)
 
     def _reads(self) -> Iterator[Metric]:
         reads = self.reads
@@ -135,3 +139,28 @@ class CoreCollector(Collector):
         for (topic, partition), count in sorted(per_partition.items()):
             unreadable.add_metric([topic, str(partition)], count)
         yield unreadable
+
+
+def _follow(status: FollowStatus) -> Iterator[Metric]:
+    """The followed ``__remote_log_metadata``: lag, records, errors, state."""
+    yield _gauge("metadata_follow_lag", "Metadata records not applied yet", status.lag)
+    yield _counter("metadata_follow_records", "Metadata records read", status.records)
+    yield _counter(
+        "metadata_follow_dropped",
+        "Metadata records dropped as Kafka drops them (invalid transition, unknown segment)",
+        status.dropped,
+    )
+    yield _counter(
+        "metadata_follow_errors", "Consumer errors (each retried on a new consumer)", status.errors
+    )
+    yield _gauge("metadata_follow_connected", "1 while the consumer is connected", status.connected)
+    yield _gauge(
+        "metadata_follow_caught_up",
+        "1 once the end offsets seen at start were reached",
+        status.caught_up,
+    )
+    yield _gauge(
+        "metadata_follow_failed_partitions",
+        "Metadata partitions stopped by a record that does not decode",
+        len(status.failed),
+    )

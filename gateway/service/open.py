@@ -15,14 +15,18 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import AsyncIterator
+import threading
+from collections.abc import AsyncIterator, Callable
 from concurrent.futures import ThreadPoolExecutor
 
 from gateway.cache.chunk_disk import ChunkDiskTier
 from gateway.cache.chunks import ChunkCache
 from gateway.cache.segments import SegmentSource
 from gateway.config import Settings, env_name, flag_name
+from gateway.metadata.follow import MetadataFollower
+from gateway.metadata.follow_kafka import connect
 from gateway.metadata.lineage import CheckpointReader, checkpoint_reader
+from gateway.metadata.model import TopicIdPartition
 from gateway.metadata.open import open_manager
 from gateway.metadata.scan import BucketScanner
 from gateway.remote.keyring import KeyRing
@@ -99,6 +103,57 @@ async def _scan_until_ready(
         return
 
 
+async def _cancel(task: asyncio.Task[None]) -> None:
+    task.cancel()
+    await asyncio.gather(task, return_exceptions=True)
+
+
+async def _follow_until_caught_up(follower: MetadataFollower, service: GatewayService) -> None:
+    """Not ready (saying why) until the follower has reached the end offsets it saw at start:
+    a cluster that cannot be reached is 503 not_ready, never an empty catalog."""
+    config = follower.config
+    while not follower.wait_caught_up(0):
+        status = follower.status
+        why = status.last_error if status.last_error else f"{status.lag} records to apply"
+        service.mark_not_ready(f"following {config.topic} at {config.bootstrap}: {why}")
+        await asyncio.sleep(0.1)
+
+
+class LineageQueue:
+    """Partitions whose segments a followed topic changed, handed from the follower's thread
+    to the event loop, where their newest checkpoints are read (one pass at a time)."""
+
+    def __init__(self, scanner: BucketScanner) -> None:
+        self._scanner = scanner
+        self._pending: set[TopicIdPartition] = set()
+        self._wake = asyncio.Event()
+        self._loop: asyncio.AbstractEventLoop | None = None
+
+    def threadsafe_add(self) -> Callable[[set[TopicIdPartition]], None]:
+        """A callback for the follower's thread (bound to the running loop)."""
+        loop = asyncio.get_running_loop()
+
+        def add(tps: set[TopicIdPartition]) -> None:
+            loop.call_soon_threadsafe(self._add, set(tps))
+
+        return add
+
+    def _add(self, tps: set[TopicIdPartition]) -> None:
+        self._pending |= tps
+        self._wake.set()
+
+    async def run_forever(self) -> None:
+        while True:
+            await self._wake.wait()
+            self._wake.clear()
+            todo, self._pending = self._pending, set()
+            try:
+                await self._scanner.refresh_lineages(todo)
+            except Exception as exc:  # a store fault: the next change tries again
+                log.warning("leader-epoch checkpoints of %d partitions: %s", len(todo), exc)
+                self._pending |= todo
+
+
 async def _chunk_cache(
     settings: Settings, reader: SegmentReader, executor: ThreadPoolExecutor
 ) -> ChunkCache:
@@ -157,30 +212,55 @@ async def open_service(settings: Settings) -> AsyncIterator[GatewayService]:
         rlmm = open_manager(settings.state_dir)
         stack.callback(rlmm.close)
         missing = MissingKeys(keys)
+        follow = settings.follow_config()
         scanner = BucketScanner(
             store,
             rlmm,
             key_prefix=settings.key_prefix,
             checkpoint_reader=missing.watching(checkpoint_reader(reader, keys)),
+            defer_to_known=follow is not None,
+        )
+        lineages = LineageQueue(scanner)
+        follower = (
+            None
+            if follow is None
+            else MetadataFollower(rlmm, follow, connect, on_change=lineages.threadsafe_add())
         )
         service = GatewayService(
             rlmm, source, reader=reader, retrier=retrier, executor=executor, scanner=scanner,
-            compiled_records=settings.compiled_records,
+            compiled_records=settings.compiled_records, follower=follower,
         )  # fmt: skip
+        halt = threading.Event()
+        thread = None
+        if follower is not None:
+            thread = threading.Thread(
+                target=follower.run, args=(halt,), name="rlmm-follow", daemon=True
+            )
+            thread.start()
 
         async def background() -> None:
+            if follower is not None:
+                await _follow_until_caught_up(follower, service)
+                if settings.metadata_source == "topic":
+                    service.mark_ready()
+                    await lineages.run_forever()
+                    return
+                lineage_task = asyncio.create_task(lineages.run_forever(), name="lineages")
+                stack.push_async_callback(_cancel, lineage_task)
             await _scan_until_ready(scanner, service)
             missing.warn()
             if settings.rescan_interval_s > 0:
                 await asyncio.sleep(settings.rescan_interval_s)
                 await scanner.run_forever(settings.rescan_interval_s)
 
-        task = asyncio.create_task(background(), name="bucket-scan")
+        task = asyncio.create_task(background(), name="catalog")
 
         async def stop() -> None:
             service.mark_closing()
-            task.cancel()
-            await asyncio.gather(task, return_exceptions=True)
+            halt.set()
+            await _cancel(task)
+            if thread is not None:  # its poll returns within poll_timeout_ms
+                await asyncio.to_thread(thread.join, 10.0)
 
         stack.push_async_callback(stop)
         yield service

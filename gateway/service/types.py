@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 
 from gateway.kafka.records import RecordLike
+from gateway.metadata.follow import FollowStatus
 from gateway.read.txn import AbortedTransaction as AbortedTransaction  # noqa: PLC0414 (its home is the read core; re-exported)
 
 
@@ -123,3 +124,5 @@ class Readiness:
     ready: bool
     reason: str | None = None
     unreadable: tuple[UnreadableManifest, ...] = ()
+    follow: FollowStatus | None = None
+    """The followed metadata topic's status, when the catalog follows one."""

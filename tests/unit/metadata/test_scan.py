@@ -585,7 +585,9 @@ async def test_below_a_cut_checkpoint_the_maps_follow_kafkas_assign_rules(
     cut, the maps give the epochs by LeaderEpochFileCache.assign, as for the maps alone: (0 at
     0, 2 at 100). A reviewer's case: a strict merge failed there, fell back to the cut
     checkpoint alone, and a timestamp lookup skipped epoch 0 (answered from [100, 249] where
-    the record at 0 was the answer)."""
+    the record at 0 was the answer). Since issue 29 the cut is also the broker's log start
+    (``truncateFromStart``): the lineage below it stays as the maps give it, and the timestamp
+    search starts at 150 in [100, 249], as Kafka's starts from its log start offset."""
     await upload_segment(store, objects(local, 1, 0, 99, ((0, 0),)))
     await upload_segment(store, objects(local, 2, 100, 199, ((1, 100),)))  # the old leader's
     await upload_segment(store, objects(local, 3, 100, 249, ((2, 100),)))
@@ -596,7 +598,7 @@ async def test_below_a_cut_checkpoint_the_maps_follow_kafkas_assign_rules(
     assert (report.lineages, rlmm.lineage_dispute(TP)) == (1, None), report.skipped
     assert [tuple(e) for e in rlmm.epoch_lineage(TP)] == [(0, 0), (2, 100)]
     found = timestamp_segment(rlmm, TP, 0)
-    assert found is not None and found[0].start_offset == 0
+    assert found is not None and (found[0].segment_id.id, found[1]) == (uuid.UUID(int=3), 150)
 
 
 def test_a_dispute_record_round_trips_and_a_cut_one_is_typed() -> None:
