@@ -15,6 +15,7 @@ from gateway.api.observe import HttpMetrics
 from gateway.api.params import ServiceDep
 from gateway.api.render import topic_id_text
 from gateway.errors import NotReadyError
+from gateway.metadata.follow import FollowStatus
 from gateway.service.types import UnreadableManifest
 
 
@@ -34,14 +35,47 @@ class DegradedPartition(BaseModel):
     )
 
 
+class FollowedTopic(BaseModel):
+    topic: str = Field(description="the followed metadata topic")
+    connected: bool = Field(description="the consumer is connected")
+    caught_up: bool = Field(description="it reached the end offsets seen at start")
+    lag: int = Field(description="metadata records not applied yet, as far as it knows")
+    records: int = Field(description="metadata records read")
+    errors: int = Field(description="consumer errors, each retried on a new consumer")
+    failed_partitions: list[int] = Field(
+        description="metadata partitions stopped by a record that does not decode"
+    )
+    last_error: str | None = Field(
+        default=None, description="the last consumer error (shown to operators)"
+    )
+
+
 class Readiness(BaseModel):
     status: Literal["ready", "degraded"] = Field(
-        description="ready; or degraded: serving, but some manifests cannot be read"
+        description="ready; or degraded: serving, but some manifests cannot be read, or a "
+        "followed metadata partition stopped on a record that does not decode"
     )
     degraded: Annotated[
         list[DegradedPartition] | None,
         Field(description="when degraded: the partitions with unreadable manifests"),
     ] = None
+    metadata: Annotated[
+        FollowedTopic | None,
+        Field(description="when the catalog follows __remote_log_metadata: its state"),
+    ] = None
+
+
+def _followed(status: FollowStatus, details: bool) -> FollowedTopic:
+    return FollowedTopic(
+        topic=status.topic,
+        connected=status.connected,
+        caught_up=status.caught_up,
+        lag=status.lag,
+        records=status.records,
+        errors=status.errors,
+        failed_partitions=sorted(status.failed),
+        last_error=status.last_error if details else None,
+    )
 
 
 def _degraded(unreadable: tuple[UnreadableManifest, ...]) -> list[DegradedPartition]:
@@ -90,11 +124,14 @@ def router(metrics: HttpMetrics) -> APIRouter:
             reason = readiness.reason or "the first bucket scan has not finished"
             shown = f": {reason}" if await is_operator(request) else ""  # it names the store
             raise NotReadyError(f"the catalog of remote segments is not loaded yet{shown}")
-        if readiness.unreadable:
-            details = await is_operator(request)
+        details = await is_operator(request)
+        followed = None
+        if readiness.follow is not None:
+            followed = _followed(readiness.follow, details)
+        if readiness.unreadable or (followed is not None and followed.failed_partitions):
             degraded = _degraded(readiness.unreadable) if details else None
-            return Readiness(status="degraded", degraded=degraded)
-        return Readiness(status="ready")
+            return Readiness(status="degraded", degraded=degraded, metadata=followed)
+        return Readiness(status="ready", metadata=followed)
 
     @r.get(
         "/metrics",

@@ -99,6 +99,7 @@ class FollowConfig:
 class FollowStatus:
     """What the follower has done so far (read by ``/readyz`` and ``/metrics``)."""
 
+    topic: str = METADATA_TOPIC
     partitions: tuple[int, ...] = ()
     positions: dict[int, int] = field(default_factory=dict)
     end_offsets: dict[int, int] = field(default_factory=dict)
@@ -160,7 +161,7 @@ class MetadataFollower:
         changed state in a batch just committed."""
         self._rlmm, self.config, self._connect = rlmm, config, connect
         self._on_change = on_change
-        self.status = FollowStatus()
+        self.status = FollowStatus(config.topic)
         self._stats: dict[int, ReplayStats] = {}
         self._caught_up = threading.Event()
 
