@@ -165,6 +165,15 @@ class MetadataError(GatewayError):
     code = "metadata_error"
 
 
+class MetadataUnavailableError(MetadataError):
+    """A followed ``__remote_log_metadata`` topic could not be read up to its end (the cluster
+    cannot be reached, or answers errors): the catalog is not known, never empty."""
+
+    status = 503
+    code = "metadata_unavailable"
+    retriable = True
+
+
 class InvalidStateTransitionError(MetadataError):
     """A segment or partition-delete state change that Kafka does not allow; nothing changed."""
 

@@ -67,6 +67,29 @@ def add_parser(sub: Any) -> None:
     add_key_pair_arg(s)
     add_state_dir_arg(s, "keep the catalog in DIR (SQLite); later scans are incremental")
     s.add_argument("--json", action="store_true", help="one JSON document instead of a table")
+    f = csub.add_parser(
+        "follow",
+        help="read the cluster's __remote_log_metadata to its end; one line per partition",
+        description="The catalog as the cluster's metadata topic says it is (no listing): "
+        "read up to the end offsets seen at start, then printed as by scan. With --store, each "
+        "partition's newest leader-epoch checkpoint is read (the log start it reveals). The "
+        "client's security settings come from the environment or --config (docs/"
+        "configuration.md, metadata_*).",
+        epilog="exit codes: 0 read to its end; 2 error (the cluster not reached in time: "
+        "metadata_unavailable, bad option)",
+    )
+    add_store_args(f, required=False)
+    add_key_pair_arg(f)
+    add_state_dir_arg(f, "keep the catalog and its position in DIR (SQLite); a rerun resumes")
+    f.add_argument("--metadata-bootstrap", metavar="HOST:PORT,...", help="the cluster")
+    f.add_argument(
+        "--metadata-topic-filter",
+        action="append",
+        metavar="TOPIC",
+        help="follow only the metadata partitions of TOPIC (repeat)",
+    )
+    f.add_argument("--timeout-s", type=float, default=120.0, help="give up after (default 120)")
+    f.add_argument("--json", action="store_true", help="one JSON document instead of a table")
     ls = csub.add_parser(
         "ls",
         help="the segments of one partition with their states",
@@ -233,7 +256,50 @@ def _reader_gone() -> int:
     return EXIT_OK
 
 
+def _follow(args: argparse.Namespace, rlmm: RemoteLogMetadataManager) -> int:
+    from gateway.config import load_command_settings  # noqa: PLC0415
+    from gateway.metadata.bucket import follow_topic  # noqa: PLC0415
+
+    given = {"metadata_source": "topic"}
+    if args.metadata_bootstrap:
+        given["metadata_bootstrap"] = args.metadata_bootstrap
+    settings = load_command_settings(
+        given
+        | ({"metadata_topics": args.metadata_topic_filter} if args.metadata_topic_filter else {}),
+        args.config,
+    )
+    config = settings.follow_config()
+    assert config is not None  # metadata_source is topic, and a bootstrap is required
+    status = asyncio.run(
+        follow_topic(
+            rlmm, config, args.store, key_prefix=args.key_prefix, key_pairs=args.key_pair,
+            endpoint_url=args.s3_endpoint_url, region=args.s3_region,
+            path_style=args.s3_path_style, timeout_s=args.timeout_s,
+        )
+    )  # fmt: skip
+    rows = [_partition_row(rlmm, tp) for tp in rlmm.partitions()]
+    rows.sort(key=lambda r: (r["topic"], r["topic_id"], r["partition"]))
+    for partition, error in sorted(status.failed.items()):
+        print(f"warning: {config.topic}-{partition} stopped: {error}", file=sys.stderr)
+    if args.json:
+        follow = {"topic": config.topic, "records": status.records, "dropped": status.dropped}
+        print(json.dumps({"follow": follow | {"positions": status.positions}, "partitions": rows}))
+    else:
+        columns = ["topic", "topic_id", "partition", "segments"]
+        columns += ["remote_log_start_offset", "remote_log_end_offset", "size", "leader_epochs"]
+        print(_table(rows, columns))
+    return EXIT_SKIPPED if status.failed else EXIT_OK
+
+
 def run(args: argparse.Namespace) -> int:
+    if args.catalog_command == "follow":
+        rlmm = open_manager(args.state_dir)
+        try:
+            return _follow(args, rlmm)
+        except BrokenPipeError:
+            return _reader_gone()
+        finally:
+            rlmm.close()
     if args.catalog_command == "ls" and args.store is None and args.state_dir is None:
         raise ConfigurationError("catalog ls needs --store (to scan) or --state-dir (a catalog)")
     rlmm = open_manager(args.state_dir)

@@ -5,10 +5,13 @@ configured key pairs)."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
+from gateway.metadata.follow import FollowConfig, FollowStatus, catch_up
+from gateway.metadata.follow_kafka import connect
 from gateway.metadata.lineage import checkpoint_reader
 from gateway.metadata.manager import RemoteLogMetadataManager
 from gateway.metadata.manifests import ScanReport, UnreadableSegment
@@ -92,3 +95,36 @@ async def scan_bucket(
             return BucketScan(report, tuple(scanner.unreadable_all()))
     finally:
         await store.close()
+
+
+async def follow_topic(
+    rlmm: RemoteLogMetadataManager,
+    config: FollowConfig,
+    url: str | None,
+    *,
+    key_prefix: str = "",
+    key_pairs: Sequence[str] = (),
+    endpoint_url: str | None = None,
+    region: str | None = None,
+    path_style: bool = False,
+    timeout_s: float = 120.0,
+) -> FollowStatus:
+    """Read ``config``'s metadata topic into ``rlmm`` up to the end offsets seen at start
+    (:func:`~gateway.metadata.follow.catch_up`); then, with a store ``url``, record each
+    partition's newest leader-epoch checkpoint (the log start it reveals). No listing."""
+    status = await asyncio.to_thread(catch_up, rlmm, config, connect, timeout_s)
+    if url is None:
+        return status
+    keys = KeyRing.from_specs(key_pairs)
+    store = await open_store(url, endpoint_url=endpoint_url, region=region, path_style=path_style)
+    try:
+        with ThreadPoolExecutor(2, thread_name_prefix="checkpoints") as pool:
+            retrier = Retrier(RetryPolicy())
+            reader = SegmentReader(store, retrier, pool)
+            scanner = bucket_scanner(
+                store, rlmm, reader, keys, key_prefix=key_prefix, retrier=retrier
+            )
+            await scanner.refresh_lineages(set(await asyncio.to_thread(rlmm.partitions)))
+    finally:
+        await store.close()
+    return status

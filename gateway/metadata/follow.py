@@ -32,7 +32,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from gateway.errors import CorruptMetadataRecordError
+from gateway.errors import CorruptMetadataRecordError, MetadataUnavailableError
 from gateway.metadata.manager import RemoteLogMetadataManager
 from gateway.metadata.model import (
     MetadataEvent,
@@ -49,6 +49,8 @@ __all__ = [
     "FollowConfig",
     "FollowStatus",
     "MetadataFollower",
+    "catch_up",
+    "served_metadata_partitions",
 ]
 
 log = logging.getLogger(__name__)
@@ -295,3 +297,31 @@ def served_metadata_partitions(topics: Mapping[str, tuple[uuid.UUID, int]], coun
         for topic_id, partitions in topics.values()
         for p in range(partitions)
     }
+
+
+def catch_up(
+    rlmm: RemoteLogMetadataManager,
+    config: FollowConfig,
+    connect: Callable[[FollowConfig], Consumer],
+    timeout_s: float,
+) -> FollowStatus:
+    """Follow until the end offsets seen at start are applied, then stop (the batch commands:
+    ``catalog follow``, the Spark driver). Not caught up within ``timeout_s``:
+    :class:`~gateway.errors.MetadataUnavailableError` (retriable) with the last error."""
+    stop = threading.Event()
+    follower = MetadataFollower(rlmm, config, connect)
+    thread = threading.Thread(target=follower.run, args=(stop,), name="rlmm-catch-up")
+    thread.start()
+    try:
+        done = follower.wait_caught_up(timeout_s)
+    finally:
+        stop.set()
+        thread.join()
+    status = follower.status
+    if not done:
+        why = status.last_error or f"{status.lag} records still to apply"
+        raise MetadataUnavailableError(
+            f"{config.topic} at {config.bootstrap} was not read to its end within "
+            f"{timeout_s:.0f} s: {why}"
+        )
+    return status

@@ -41,6 +41,7 @@ from gateway.errors import (
     OffsetOutOfRangeError,
     UnknownTopicOrPartitionError,
 )
+from gateway.metadata.follow import FollowConfig
 from gateway.metadata.manager import RemoteLogMetadataManager
 from gateway.metadata.model import RemoteLogSegmentMetadata, TopicIdPartition
 from gateway.service.locate import Claim, remote_bounds, resolve
@@ -89,11 +90,25 @@ def load_metadata(opts: ReadOptions) -> RemoteLogMetadataManager:
     return load_with_claims(opts)[0]
 
 
+def _follow_config(opts: ReadOptions, bootstrap: str) -> FollowConfig:
+    """The metadata topic to plan from: its partitions of the named topics only (every
+    partition for a pattern), the client's security from the driver's environment."""
+    from gateway.config import load_command_settings  # noqa: PLC0415
+
+    named = list(opts.subscription.topics)
+    given: dict[str, object] = {"metadata_source": "topic", "metadata_bootstrap": bootstrap}
+    if named:
+        given["metadata_topics"] = named
+    config = load_command_settings(given).follow_config()
+    assert config is not None
+    return config
+
+
 def load_with_claims(opts: ReadOptions) -> tuple[RemoteLogMetadataManager, Claims]:
     """The RLMM and the unreadable manifests the scan found (none known from a catalog). A
     scan that finds no manifest under the prefix raises
     :class:`UnknownTopicOrPartitionError` with the diagnosis of the scope."""
-    from gateway.metadata.bucket import scan_bucket  # noqa: PLC0415
+    from gateway.metadata.bucket import follow_topic, scan_bucket  # noqa: PLC0415
     from gateway.metadata.open import open_manager  # noqa: PLC0415
 
     if opts.catalog is not None:
@@ -103,6 +118,20 @@ def load_with_claims(opts: ReadOptions) -> tuple[RemoteLogMetadataManager, Claim
         return open_manager(path), {}
     rlmm = open_manager(None)
     spec = opts.store
+    if opts.metadata_bootstrap is not None:
+        try:
+            asyncio.run(
+                follow_topic(
+                    rlmm, _follow_config(opts, opts.metadata_bootstrap), spec.url,
+                    key_prefix=opts.key_prefix, key_pairs=opts.key_pairs,
+                    endpoint_url=spec.endpoint_url, region=spec.region,
+                    path_style=spec.path_style,
+                )
+            )  # fmt: skip
+        except BaseException:
+            rlmm.close()
+            raise
+        return rlmm, {}
     try:
         scan = asyncio.run(
             scan_bucket(

@@ -11,6 +11,9 @@ by changing the format name (and swapping ``kafka.bootstrap.servers`` for ``stor
 ``keyPairs``                        ``ID=PEM_PATH`` pairs, comma-separated (paths readable on
                                     every executor)
 ``catalog``                         a ``--state-dir`` catalog to plan from instead of a scan
+``metadataBootstrap``               plan from the cluster's ``__remote_log_metadata`` (read to
+                                    its end on the driver; security from the driver's
+                                    ``TIERED_GATEWAY_METADATA_*`` variables) instead of a scan
 ``topic`` / ``subscribe``           one topic / topics, comma-separated
 ``subscribePattern``                topics whose whole name matches a regular expression
 ``assign``                          Spark's JSON ``{"t":[0,1],"u":[2]}``
@@ -75,12 +78,12 @@ LATEST_OFFSET: Final = -1
 _KNOWN: Final = frozenset(
     {
         "store", "path", "s3.endpointurl", "s3.region", "s3.pathstyle", "keyprefix", "keypairs",
-        "catalog", "topic", "subscribe", "subscribepattern", "assign", "topicid", "partitions",
-        "minpartitions", "startingoffsets", "endingoffsets", "startingtimestamp",
-        "endingtimestamp", "startingoffsetsbytimestamp", "endingoffsetsbytimestamp",
-        "startingoffsetsbytimestampstrategy", "includeheaders", "isolation.level",
-        "kafka.isolation.level", "maxbytesperpartition", "maxrowsperbatch", "failondataloss",
-        "maxoffsetspertrigger", "minoffsetspertrigger", "maxtriggerdelay",
+        "catalog", "metadatabootstrap", "topic", "subscribe", "subscribepattern", "assign",
+        "topicid", "partitions", "minpartitions", "startingoffsets", "endingoffsets",
+        "startingtimestamp", "endingtimestamp", "startingoffsetsbytimestamp",
+        "endingoffsetsbytimestamp", "startingoffsetsbytimestampstrategy", "includeheaders",
+        "isolation.level", "kafka.isolation.level", "maxbytesperpartition", "maxrowsperbatch",
+        "failondataloss", "maxoffsetspertrigger", "minoffsetspertrigger", "maxtriggerdelay",
     }
 )  # fmt: skip
 BROKER_ONLY: Final = frozenset(
@@ -189,6 +192,7 @@ class ReadOptions:
     max_bytes_per_partition: int = DEFAULT_MAX_BYTES_PER_PARTITION
     max_rows_per_batch: int = DEFAULT_MAX_ROWS_PER_BATCH
     catalog: str | None = None
+    metadata_bootstrap: str | None = None
     fail_on_data_loss: bool = True
     min_partitions: int | None = None
     limits: StreamLimits = StreamLimits()
@@ -469,6 +473,7 @@ def parse_options(options: Mapping[str, str]) -> ReadOptions:
             "maxRowsPerBatch", opts.get("maxrowsperbatch", str(DEFAULT_MAX_ROWS_PER_BATCH)), 1
         ),
         catalog=opts.get("catalog") or None,
+        metadata_bootstrap=opts.get("metadatabootstrap") or None,
         fail_on_data_loss=_bool("failOnDataLoss", opts.get("failondataloss", "true")),
         min_partitions=None if min_partitions is None else _int("minPartitions", min_partitions, 1),
         limits=_limits(opts),
