@@ -257,11 +257,24 @@ class MetadataViews:
                 out.append(TopicIdPartition(tid, partition, ks.PartitionState.decode(value).topic))
             return out
 
+    def _holds_data(self, topic_id: bytes) -> bool:
+        """Some partition of the topic id has a finished segment: a topic all of whose
+        segments were deleted (a deleted topic: Kafka 4.1 announces it by deleting each
+        segment, with no partition-delete record) is no longer listed nor resolved."""
+        for key, _ in self._db.scan(ks.PARTITION + topic_id):
+            tid, partition = ks.tp_from(key, 1)
+            tp = TopicIdPartition(tid, partition, "")
+            if any(s.highest_log_offset is not None for _, s in self._epochs(tp)):
+                return True
+        return False
+
     def topics(self) -> dict[str, list[uuid.UUID]]:
-        """Topic name -> its ids, newest first."""
+        """Topic name -> its ids, newest first (ids with no finished segment left out)."""
         with self._lock:
             found: dict[str, list[tuple[int, bytes]]] = {}
             for key, value in self._db.scan(ks.TOPIC):
+                if not self._holds_data(key[-16:]):
+                    continue
                 name = key[1:-17].decode("utf-8")
                 found.setdefault(name, []).append((ks.decode_time(value), key[-16:]))
             return {
@@ -274,7 +287,8 @@ class MetadataViews:
         deleted and re-created, or exactly ``topic_id`` when the caller names it."""
         with self._lock:
             rows = self._db.scan(ks.topic_prefix(topic))
-            ids = sorted(((ks.decode_time(v), k[-16:]) for k, v in rows), reverse=True)
+            held = [(k, v) for k, v in rows if self._holds_data(k[-16:])]
+            ids = sorted(((ks.decode_time(v), k[-16:]) for k, v in held), reverse=True)
             if topic_id is not None:
                 if any(b == topic_id.bytes for _, b in ids):
                     return topic_id

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from gateway.errors import UnknownTopicOrPartitionError
 from gateway.metadata.backend import MemoryBackend
 from gateway.metadata.follow import (
     FollowConfig,
@@ -230,3 +231,19 @@ def test_batches_of_any_size_give_the_same_catalog(batch: int) -> None:
     rlmm = RemoteLogMetadataManager(MemoryBackend())
     run(rlmm, {0: values(LIFE)}, batch=batch)
     assert finished_ids(rlmm, TP) == [1] and finished_ids(rlmm, OTHER) == [3]
+
+
+def test_a_topic_whose_segments_were_all_deleted_is_no_longer_known() -> None:
+    """Kafka 4.1 deletes a topic's remote data segment by segment and writes no
+    partition-delete record (seen on the real broker): the topic then leaves the catalog's
+    listing and no longer resolves."""
+    rlmm = RemoteLogMetadataManager(MemoryBackend())
+    events = [
+        *LIFE,
+        update(3, SegmentState.DELETE_SEGMENT_STARTED, tp=OTHER),
+        update(3, SegmentState.DELETE_SEGMENT_FINISHED, tp=OTHER),
+    ]
+    run(rlmm, {0: values(events)})
+    assert "payments" not in rlmm.topics() and "orders" in rlmm.topics()
+    with pytest.raises(UnknownTopicOrPartitionError):
+        rlmm.resolve_topic("payments")
