@@ -25,7 +25,7 @@ from gateway.metadata.follow import FollowConfig, served_metadata_partitions
 __all__ = ["KafkaPythonConsumer", "connect", "security_settings"]
 
 _CLIENT_ID = "tiered-gateway-rlmm"
-_TIMEOUTS = {"request_timeout_ms": 30_000, "api_version_auto_timeout_ms": 10_000}
+_TIMEOUTS = {"request_timeout_ms": 30_000}
 
 
 class KafkaPythonConsumer:

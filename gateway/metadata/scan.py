@@ -59,7 +59,7 @@ from gateway.metadata.model import (
     TopicIdPartition,
 )
 from gateway.metadata.scope import diagnose_empty_scope, look_around, misprefixed_note
-from gateway.remote.keys import ObjectKey, Suffix, segment_key
+from gateway.remote.keys import Suffix, segment_key
 from gateway.storage.base import ObjectStore
 from gateway.storage.retry import Retrier, RetryPolicy
 
@@ -231,25 +231,30 @@ class BucketScanner:
                     )
         return registered, len(vanished)
 
-    async def refresh_lineages(self, tps: set[TopicIdPartition]) -> int:
+    async def refresh_lineages(self, tps: set[TopicIdPartition]) -> set[TopicIdPartition]:
         """Read and record the leader-epoch checkpoint of each partition's newest finished
-        segment (for a catalog another source fills: a followed metadata topic); returns how
-        many were recorded. A store fault raises; a checkpoint that cannot be read is passed
-        over (the lineage then comes from the epoch maps)."""
+        segment (for a catalog another source fills: a followed metadata topic); returns the
+        partitions whose newest checkpoint is not recorded (its manifest not in the bucket
+        yet, or a checkpoint that cannot be read: the lineage then comes from the epoch maps
+        until a later try). A store fault raises."""
         if self._read_checkpoint is None:
-            return 0
-        newest: list[ObjectKey] = []
+            return set()
+        newest: dict[TopicIdPartition, RemoteLogSegmentMetadata] = {}
         for tp in tps:
             finished_segments = await asyncio.to_thread(self._finished_of, tp)
             if finished_segments:
-                last = max(finished_segments, key=lambda m: m.end_offset)
-                newest.append(segment_key(self._prefix, last, Suffix.MANIFEST))
-        if not newest:
-            return 0
-        report = ScanReport()
-        read, _ = await read_manifests(self._store, self._retrier, newest, report)
-        checkpoints = await read_checkpoints(self._read_checkpoint, read, {}, {}, report)
-        return await asyncio.to_thread(record_lineages, self._manager, checkpoints, report)
+                newest[tp] = max(finished_segments, key=lambda m: m.end_offset)
+        keys = [segment_key(self._prefix, m, Suffix.MANIFEST) for m in newest.values()]
+        if keys:
+            report = ScanReport()
+            read, _ = await read_manifests(self._store, self._retrier, keys, report)
+            checkpoints = await read_checkpoints(self._read_checkpoint, read, {}, {}, report)
+            await asyncio.to_thread(record_lineages, self._manager, checkpoints, report)
+        return {
+            tp
+            for tp, meta in newest.items()
+            if await asyncio.to_thread(self._manager.lineage_segment, tp) != meta.segment_id.id
+        }
 
     def _finished_of(self, tp: TopicIdPartition) -> list[RemoteLogSegmentMetadata]:
         try:

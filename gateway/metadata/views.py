@@ -222,6 +222,15 @@ class MetadataViews:
                     cache.assign(epoch, start)
             return cache.entries
 
+    def lineage_segment(self, tp: TopicIdPartition) -> uuid.UUID | None:
+        """The segment whose checkpoint the recorded lineage (or dispute) came from."""
+        with self._lock:
+            for key in (ks.lineage_key(tp), ks.dispute_key(tp)):
+                data = self._db.get(key)
+                if data is not None:
+                    return uuid.UUID(bytes=data[:16])
+            return None
+
     def recheck_dispute(self, tp: TopicIdPartition, check: DisputeCheck) -> None:
         """``check(self, tp, entries, where)`` on the stored dispute, if any
         (:meth:`lineage_dispute`), under the lock: against one state of the catalog, not one a

@@ -142,16 +142,25 @@ class LineageQueue:
         self._pending |= tps
         self._wake.set()
 
-    async def run_forever(self) -> None:
+    async def run_forever(self, retry_s: float = 1.0, tries: int = 30) -> None:
+        """Refresh what changed; a partition whose newest checkpoint could not be recorded
+        (its manifest not in the bucket yet, a store fault) is tried again every ``retry_s``
+        seconds, ``tries`` times, then left to its next change."""
+        missed: dict[TopicIdPartition, int] = {}
         while True:
-            await self._wake.wait()
+            if missed:
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._wake.wait(), retry_s)
+            else:
+                await self._wake.wait()
             self._wake.clear()
-            todo, self._pending = self._pending, set()
+            todo, self._pending = self._pending | set(missed), set()
             try:
-                await self._scanner.refresh_lineages(todo)
-            except Exception as exc:  # a store fault: the next change tries again
+                left = await self._scanner.refresh_lineages(todo)
+            except Exception as exc:  # a store fault: try them again
                 log.warning("leader-epoch checkpoints of %d partitions: %s", len(todo), exc)
-                self._pending |= todo
+                left = todo
+            missed = {tp: missed.get(tp, 0) + 1 for tp in left if missed.get(tp, 0) < tries}
 
 
 async def _chunk_cache(

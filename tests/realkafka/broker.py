@@ -49,12 +49,13 @@ _SETTINGS = {
     "remote.log.metadata.manager.listener.name": "PLAINTEXT",
     "rlmm.config.remote.log.metadata.topic.replication.factor": "1",
     "rlmm.config.remote.log.metadata.topic.num.partitions": "1",
-    "remote.log.storage.manager.class.name": "io.aiven.kafka.tieredstorage.RemoteStorageManager",
     "remote.fetch.max.wait.ms": "5000",
     "message.max.bytes": "4194304",
     "replica.fetch.max.bytes": "4194304",
 }
 
+
+AIVEN_RSM = "io.aiven.kafka.tieredstorage.RemoteStorageManager"
 
 _TIERING = re.compile(r"remote\.log\.|rlmm\.")
 
@@ -64,14 +65,20 @@ class BrokerError(RuntimeError):
 
 
 class Broker:
-    """One KRaft broker; ``rsm`` are the ``rsm.config.*`` settings (without the prefix)."""
+    """One KRaft broker; ``rsm`` are the ``rsm.config.*`` settings (without the prefix),
+    ``rsm_class`` the RemoteStorageManager loaded from ``plugin_dir``."""
 
     def __init__(
-        self, libs: Path, home: Path, plugin_dir: Path | None, rsm: Mapping[str, str]
+        self,
+        libs: Path,
+        home: Path,
+        plugin_dir: Path | None,
+        rsm: Mapping[str, str],
+        rsm_class: str = AIVEN_RSM,
     ) -> None:
         """``plugin_dir`` None: a broker without tiered storage (no RemoteStorageManager)."""
         self.libs, self.home, self.plugin_dir = libs, home, plugin_dir
-        self.rsm = dict(rsm)
+        self.rsm, self.rsm_class = dict(rsm), rsm_class
         self.port, self.controller_port = free_port(), free_port()
         self.log_dir = home / "logs"
         self.proc: subprocess.Popen[bytes] | None = None
@@ -91,6 +98,7 @@ class Broker:
         }
         if self.plugin_dir is None:
             return {k: v for k, v in settings.items() if not _TIERING.match(k)}
+        settings["remote.log.storage.manager.class.name"] = self.rsm_class
         settings["remote.log.storage.manager.class.path"] = f"{self.plugin_dir}/*"
         settings |= {f"rsm.config.{k}": v for k, v in self.rsm.items()}
         return settings
@@ -214,5 +222,7 @@ _LOG4J = """Configuration:
       - name: kafka.log.remote
         level: INFO
       - name: io.aiven
+        level: INFO
+      - name: org.apache.kafka.server.log.remote
         level: INFO
 """

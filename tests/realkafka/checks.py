@@ -19,7 +19,7 @@ from typing import Any
 
 import httpx
 
-from tests.realkafka import dumps, live, surfaces
+from tests.realkafka import dumps, follow_scenarios, live, surfaces
 from tests.realkafka.bucket import FIXTURES, Bucket, private_key, serving, store_of
 from tests.realkafka.commands import catalog_checks, spark_checks
 from tests.realkafka.jars import CACHE, kafka_libs
@@ -166,13 +166,25 @@ def run(emit: Any = print, only: tuple[str, ...] = ()) -> Report:
     jobs = [j for j in jobs if not only or (j.name if j else "live") in only]
     with (
         tempfile.TemporaryDirectory(prefix="real-kafka-") as tmp,
-        ThreadPoolExecutor(len(jobs)) as pool,
+        ThreadPoolExecutor(len(jobs) + 1) as pool,
     ):
         futures = [
             pool.submit(_check_one, j, java, Path(tmp) / (j.name if j else "live")) for j in jobs
         ]
+        if not only or "follow" in only:  # issue 29: a broker that tiers, followed live
+            futures.append(pool.submit(_check_follow, Path(tmp) / "follow"))
         for future in futures:
             report.merge(future.result())
+    return report
+
+
+def _check_follow(work: Path) -> Report:
+    report = Report(emit=lambda _line: None)
+    try:
+        work.mkdir()
+        follow_scenarios.run(work, report)
+    except Exception as e:
+        report.fail("follow", f"{type(e).__name__}: {str(e)[:1500]}")
     return report
 
 

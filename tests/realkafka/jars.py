@@ -2,7 +2,9 @@
 
 ``mvn dependency:copy-dependencies`` on ``tests/realkafka/pom.xml`` (packaging ``pom``) copies
 the broker, its tools and clients; once the stamp is written the cache is used offline. A
-failed download raises, naming the artifacts, never a silent skip.
+failed download raises, naming the artifacts, never a silent skip. The ``kafka-storage`` test
+jar (Kafka's own ``LocalTieredStorage``) goes to ``build/real-kafka/local-tiered-storage``, a
+folder of its own for ``remote.log.storage.manager.class.path``, not the broker's class path.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ ROOT = Path(__file__).resolve().parents[2]
 POM = Path(__file__).with_name("pom.xml")
 CACHE = ROOT / "build" / "real-kafka"
 LIBS = CACHE / "libs"
-_STAMP = LIBS / ".complete"
+LTS = CACHE / "local-tiered-storage"
 
 
 class JarFetchError(RuntimeError):
@@ -28,10 +30,21 @@ def kafka_version() -> str:
 
 def kafka_libs() -> Path:
     """The folder of Kafka's jars (broker, tools, clients), fetched once."""
-    if _STAMP.exists() and _STAMP.read_text() == POM.read_text():
-        return LIBS
-    LIBS.mkdir(parents=True, exist_ok=True)
-    for old in LIBS.glob("*.jar"):
+    return _copy(LIBS, "-DexcludeClassifiers=test")
+
+
+def local_tiered_storage_dir() -> Path:
+    """The folder holding only ``kafka-storage-<version>-test.jar`` (``LocalTieredStorage``),
+    fetched once."""
+    return _copy(LTS, "-DincludeClassifiers=test", "-DexcludeTransitive=true")
+
+
+def _copy(folder: Path, *selection: str) -> Path:
+    stamp = folder / ".complete"
+    if stamp.exists() and stamp.read_text() == POM.read_text():
+        return folder
+    folder.mkdir(parents=True, exist_ok=True)
+    for old in folder.glob("*.jar"):
         old.unlink()
     command = [
         "mvn",
@@ -40,14 +53,15 @@ def kafka_libs() -> Path:
         "-f",
         str(POM),
         "dependency:copy-dependencies",
-        f"-DoutputDirectory={LIBS}",
+        f"-DoutputDirectory={folder}",
+        *selection,
     ]
     done = subprocess.run(command, capture_output=True, text=True, check=False)
     if done.returncode != 0:
         raise JarFetchError(
-            f"mvn could not fetch org.apache.kafka:kafka_2.13/kafka-tools/kafka-clients:"
-            f"{kafka_version()} (tests/realkafka/pom.xml):\n"
+            f"mvn could not fetch org.apache.kafka:kafka_2.13/kafka-tools/kafka-clients/"
+            f"kafka-storage:{kafka_version()} (tests/realkafka/pom.xml):\n"
             f"{done.stdout[-4000:]}{done.stderr[-2000:]}"
         )
-    _STAMP.write_text(POM.read_text())
-    return LIBS
+    stamp.write_text(POM.read_text())
+    return folder
