@@ -39,6 +39,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     add_store_args(p)
     add_key_pair_arg(p)
     p.add_argument("--state-dir", help="plan from this catalog (tiered-gateway catalog scan)")
+    p.add_argument(
+        "--metadata-bootstrap",
+        metavar="HOST:PORT,...",
+        help="plan from the cluster's __remote_log_metadata, read to its end, instead of a "
+        "bucket scan (security: the TIERED_GATEWAY_METADATA_* variables; docs/live-metadata.md)",
+    )
     p.add_argument("--topic", required=True)
     p.add_argument("--partitions", help="comma-separated partitions (default: all)")
     p.add_argument(
@@ -191,6 +197,8 @@ def reader_options(args: argparse.Namespace) -> dict[str, str]:
         opts["s3.pathStyle"] = "true"
     if args.state_dir:
         opts["catalog"] = str(args.state_dir)
+    if args.metadata_bootstrap:
+        opts["metadataBootstrap"] = args.metadata_bootstrap
     if args.partitions:
         opts["partitions"] = args.partitions
     opts.update(bound_options("--from", args.start, ending=False))

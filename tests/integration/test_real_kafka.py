@@ -1,6 +1,8 @@
 """Issue 28: every surface of the gateway reads the buckets a real Kafka broker (4.1) and the
 real Aiven plugin (1.0.0) wrote exactly as Kafka's own clients and tools read them
-(:mod:`tests.realkafka.checks`; ``make real-kafka`` prints the same report)."""
+(:mod:`tests.realkafka.checks`; ``make real-kafka`` prints the same report). Issue 29: the
+gateway following a live broker's ``__remote_log_metadata`` (:mod:`tests.realkafka.
+follow_scenarios`: live-metadata, retention, delete-records, topic-deleted, upload-in-flight)."""
 
 from __future__ import annotations
 
@@ -27,7 +29,11 @@ def test_every_surface_reads_what_real_kafka_wrote(capsys: pytest.CaptureFixture
     with capsys.disabled():
         print("\n" + report.summary())
     buckets = {t.split("/")[0] for _, t in report.table}
-    assert buckets == {"fs", "s3", "live"}, buckets
+    assert buckets == {"fs", "s3", "live", "follow"}, buckets
+    for check in ("live-metadata", "retention", "delete-records", "topic-deleted"):
+        assert any(line.startswith(f"PASS {check} ") for line in report.lines), check
+    if not any("(aiven)" in line for line in report.lines):  # held only with LocalTieredStorage
+        assert any(line.startswith("PASS upload-in-flight ") for line in report.lines)
     empty = [cell for cell, (n, _) in report.table.items() if n == 0]
     assert not empty, f"cells with no record compared: {empty}"
     assert not failed, "\n".join(failed)

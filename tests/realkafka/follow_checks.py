@@ -152,3 +152,18 @@ def gateway(
     args += ["--metadata-source", "topic", "--metadata-bootstrap", broker.bootstrap]
     with serving(args, log) as (url, bootstrap), httpx.Client(base_url=url, timeout=60) as c:
         yield c, bootstrap
+
+
+def exported_offsets(bucket: Path, topic: str, out: Path, *extra: str) -> list[int]:
+    """``tiered-gateway export`` (the Spark source, Parquet) of ``topic``: its offsets."""
+    import pyarrow.parquet as pq  # noqa: PLC0415 (the spark extra)
+
+    env = dict(os.environ, SPARK_LOCAL_IP="127.0.0.1")
+    command = [sys.executable, "-m", "gateway.cli", "export", "--store", f"file://{bucket}"]
+    command += ["--topic", topic, "--output", str(out), "--quiet", *extra]
+    done = subprocess.run(
+        command, check=False, capture_output=True, text=True, env=env, timeout=600
+    )
+    if done.returncode != 0:
+        raise RuntimeError(f"export: exit {done.returncode}: {done.stderr[-800:]}")
+    return sorted(pq.read_table(out).column("offset").to_pylist())

@@ -20,6 +20,7 @@ from tests.realkafka.follow_checks import (
     broker_rows,
     catalog_rows,
     earliest,
+    exported_offsets,
     gateway,
     gateway_rows,
     info,
@@ -268,6 +269,19 @@ class Scenario:
             self.name("delete-records", f"the Kafka listener's earliest {low_there} = {low}"),
             [] if low_there == low else ["differs"],
         )
+        offsets = [row["offset"] for row in want]
+        for how, extra in (
+            ("a bucket scan", ()),
+            ("the topic", ("--metadata-bootstrap", b.bootstrap)),
+        ):
+            out = self.work / f"export-{len(extra)}"
+            r.compare(
+                self.name("delete-records", f"export (the Spark source) planned from {how}"),
+                "export",
+                "follow/trim",
+                [{"offset": o} for o in offsets],
+                [{"offset": o} for o in exported_offsets(self.bucket, "trim", out, *extra)],
+            )
         listener = broker_rows(kafka, "trim")  # librdkafka from OFFSET_BEGINNING, as on the broker
         r.compare(
             self.name("delete-records", "the Kafka listener (librdkafka)"),

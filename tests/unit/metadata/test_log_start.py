@@ -1,0 +1,62 @@
+"""The log start offset the bucket reveals (issue 29): the first finished segment's start, or
+the first entry of the newest segment's leader-epoch checkpoint when the broker cut it there
+(``truncateFromStart`` after DeleteRecords or retention; seen on a real 4.1.1 broker:
+``make real-kafka``, check delete-records); and every bound of the service starts there."""
+
+from __future__ import annotations
+
+import uuid
+
+import pytest
+
+from gateway.errors import OffsetOutOfRangeError
+from gateway.metadata.backend import MemoryBackend
+from gateway.metadata.manager import RemoteLogMetadataManager
+from gateway.metadata.model import SegmentState
+from gateway.service.locate import locate, remote_bounds
+from tests.unit.metadata.helpers import TP, segment, update
+
+
+def catalog() -> RemoteLogMetadataManager:
+    rlmm = RemoteLogMetadataManager(MemoryBackend())
+    for n, (start, end) in enumerate([(10, 19), (20, 29), (30, 39)], 1):
+        rlmm.apply(segment(n, start, end, {0: start}))
+        rlmm.apply(update(n, SegmentState.COPY_SEGMENT_FINISHED))
+    return rlmm
+
+
+def test_without_a_checkpoint_the_first_segment_starts_the_log() -> None:
+    rlmm = catalog()
+    assert rlmm.log_start_offset(TP) == 10 == remote_bounds(rlmm, TP)[0]
+
+
+def test_a_checkpoint_from_the_first_offset_changes_nothing() -> None:
+    rlmm = catalog()
+    rlmm.set_epoch_lineage(TP, uuid.UUID(int=1003), [(0, 0)])
+    assert rlmm.log_start_offset(TP) == 10
+
+
+def test_a_cut_checkpoint_is_the_log_start() -> None:
+    rlmm = catalog()
+    rlmm.set_epoch_lineage(TP, uuid.UUID(int=1003), [(0, 15)])
+    assert rlmm.log_start_offset(TP) == 15
+    assert remote_bounds(rlmm, TP) == (15, 40)
+    assert rlmm.remote_log_start_offset(TP) == 10  # the segments' own start is unchanged
+    assert locate(rlmm, lambda _: (), TP, 15).start_offset == 10  # the batch holding 15
+    with pytest.raises(OffsetOutOfRangeError) as caught:
+        locate(rlmm, lambda _: (), TP, 14)
+    assert (caught.value.log_start_offset, caught.value.log_end_offset) == (15, 40)
+
+
+def test_a_cut_past_the_remote_end_leaves_nothing_to_serve() -> None:
+    rlmm = catalog()
+    rlmm.set_epoch_lineage(TP, uuid.UUID(int=1003), [(0, 55)])
+    assert remote_bounds(rlmm, TP) == (40, 40)
+
+
+def test_deleting_the_segments_below_keeps_the_cut() -> None:
+    rlmm = catalog()
+    rlmm.set_epoch_lineage(TP, uuid.UUID(int=1003), [(0, 25)])
+    for state in (SegmentState.DELETE_SEGMENT_STARTED, SegmentState.DELETE_SEGMENT_FINISHED):
+        rlmm.apply(update(1, state))
+    assert remote_bounds(rlmm, TP) == (25, 40)
