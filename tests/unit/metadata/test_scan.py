@@ -28,7 +28,7 @@ from gateway.metadata import keyspace as ks
 from gateway.metadata.backend import MemoryBackend
 from gateway.metadata.lineage import CheckpointReader, checkpoint_reader
 from gateway.metadata.manager import RemoteLogMetadataManager
-from gateway.metadata.manifests import UnreadableSegment
+from gateway.metadata.manifests import UnreadableSegment, metadata_from_manifest
 from gateway.metadata.model import SegmentState, TopicIdPartition
 from gateway.metadata.scan import BucketScanner
 from gateway.remote.keyring import KeyRing
@@ -608,3 +608,19 @@ def test_a_dispute_record_round_trips_and_a_cut_one_is_typed() -> None:
     for cut in (data[:10], data[:30], sid.bytes + b"reason"):
         with pytest.raises(CorruptCheckpointError, match="cut"):
             ks.decode_dispute(cut)
+
+
+async def test_a_scan_deferring_to_the_topic_never_finishes_a_segment_it_named(
+    local: LocalSegment, store: FilesystemStore, rlmm: RemoteLogMetadataManager
+) -> None:
+    """``--metadata-source both``: a segment the followed topic says is only STARTED (its
+    manifest already in the bucket: a broker killed after the plugin wrote it) stays unserved
+    through a scan; a segment the topic never named is registered by it."""
+    started = objects(local, 1, 0, 99)
+    await upload_segment(store, started)
+    await upload_segment(store, objects(local, 2, 100, 199))
+    rlmm.apply(metadata_from_manifest(started.key, started.manifest))  # the topic's STARTED
+    scanner = BucketScanner(store, rlmm, key_prefix=PREFIX, defer_to_known=True)
+    await scanner.scan()
+    states = {m.start_offset: m.state for m in rlmm.list_remote_log_segments(TP)}
+    assert states == {0: SegmentState.COPY_SEGMENT_STARTED, 100: SegmentState.COPY_SEGMENT_FINISHED}
