@@ -103,6 +103,10 @@ class Broker:
         settings |= {f"rsm.config.{k}": v for k, v in self.rsm.items()}
         return settings
 
+    def format_args(self) -> list[str]:
+        """More ``StorageTool format`` arguments (a subclass's SCRAM credentials)."""
+        return []
+
     def _java(self, main: str, *args: str) -> list[str]:
         # IPv4 sockets: its listener then shows in /proc/PID/net/tcp (listening_ports)
         return [
@@ -136,7 +140,15 @@ class Broker:
         (self.home / "log4j2.yaml").write_text(_LOG4J)
         if not self.cluster_id:
             self.cluster_id = self._run("kafka.tools.StorageTool", "random-uuid").strip()
-            self._run("kafka.tools.StorageTool", "format", "-t", self.cluster_id, "-c", str(config))
+            self._run(
+                "kafka.tools.StorageTool",
+                "format",
+                "-t",
+                self.cluster_id,
+                "-c",
+                str(config),
+                *self.format_args(),
+            )
         env = dict(os.environ, LOG_DIR=str(self.home))
         command = self._java("kafka.Kafka", str(config))
         command.insert(1, f"-Dlog4j2.configurationFile={self.home / 'log4j2.yaml'}")
