@@ -1,8 +1,8 @@
 """Issue 29: the metadata follower through the Kafka client security a cluster asks for, on a
 real Kafka 4.1.1 broker that tiers (Kafka's ``LocalTieredStorage``): SASL/PLAIN, SCRAM-SHA-256,
-SCRAM-SHA-512 and OAUTHBEARER (an unsecured JWS, which the broker's default validator takes)
-each read the same catalog as PLAINTEXT; a wrong password is ``metadata_unavailable``
-(retriable), never an empty catalog."""
+SCRAM-SHA-512 and OAUTHBEARER (an unsecured JWS, which the broker's default validator takes),
+and mutual TLS (PEM stores), each read the same catalog as PLAINTEXT; a wrong password or an
+unknown CA is ``metadata_unavailable`` (retriable), never an empty catalog."""
 
 from __future__ import annotations
 
@@ -20,6 +20,7 @@ from gateway.metadata.follow_kafka import connect, security_settings
 from gateway.metadata.manager import RemoteLogMetadataManager
 from gateway.metadata.open import open_manager
 from tests.fixtures.ports import LOCALHOST, free_port
+from tests.fixtures.tls import Pki
 from tests.realkafka.tiering import TieringBroker
 
 pytestmark = pytest.mark.timeout(600)
@@ -29,11 +30,20 @@ _JAAS = "org.apache.kafka.common.security.{}.{} required{};"
 
 
 class SaslBroker(TieringBroker):
-    """A tiering broker with a SASL_PLAINTEXT listener beside its PLAINTEXT one."""
+    """A tiering broker with SASL_PLAINTEXT and SSL (client certificates required) listeners
+    beside its PLAINTEXT one."""
 
-    def __init__(self, home: Path, remote: Path) -> None:
+    def __init__(self, home: Path, remote: Path, pki: Pki) -> None:
         super().__init__(home, remote)
-        self.sasl_port = free_port()
+        self.sasl_port, self.ssl_port = free_port(), free_port()
+        server = pki.server()
+        self.keystore = home.parent / "server.pem"  # PKCS#8 key, then the certificate
+        self.keystore.write_bytes(server.key.read_bytes() + server.cert.read_bytes())
+        self.ca, self.pki = pki.ca, pki
+
+    @property
+    def ssl_bootstrap(self) -> str:
+        return f"{LOCALHOST}:{self.ssl_port}"
 
     @property
     def sasl_bootstrap(self) -> str:
@@ -42,9 +52,17 @@ class SaslBroker(TieringBroker):
     def properties(self) -> dict[str, str]:
         p = super().properties()
         sasl = f",SASL_PLAINTEXT://{LOCALHOST}:{self.sasl_port}"
-        p["listeners"] += sasl
-        p["advertised.listeners"] += sasl
-        p["listener.security.protocol.map"] += ",SASL_PLAINTEXT:SASL_PLAINTEXT"
+        tls = f",SSL://{LOCALHOST}:{self.ssl_port}"
+        p["listeners"] += sasl + tls
+        p["advertised.listeners"] += sasl + tls
+        p["listener.security.protocol.map"] += ",SASL_PLAINTEXT:SASL_PLAINTEXT,SSL:SSL"
+        p |= {
+            "listener.name.ssl.ssl.keystore.type": "PEM",
+            "listener.name.ssl.ssl.keystore.location": str(self.keystore),
+            "listener.name.ssl.ssl.truststore.type": "PEM",
+            "listener.name.ssl.ssl.truststore.location": str(self.ca),
+            "listener.name.ssl.ssl.client.auth": "required",
+        }
         p["sasl.enabled.mechanisms"] = "PLAIN,SCRAM-SHA-256,SCRAM-SHA-512,OAUTHBEARER"
         prefix = "listener.name.sasl_plaintext"
         plain = _JAAS.format("plain", "PlainLoginModule", f' user_gw="{PASSWORD}"')
@@ -64,7 +82,7 @@ class SaslBroker(TieringBroker):
 @pytest.fixture(scope="module")
 def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SaslBroker]:
     work = tmp_path_factory.mktemp("sasl-broker")
-    b = SaslBroker(work / "broker", work / "remote")
+    b = SaslBroker(work / "broker", work / "remote", Pki(work / "pki"))
     b.start()
     try:
         b.create_tiered_topic("orders")
@@ -124,3 +142,13 @@ def test_a_wrong_password_is_unavailable_never_an_empty_catalog(broker: SaslBrok
     with pytest.raises(MetadataUnavailableError) as caught:
         followed(broker.sasl_bootstrap, client, timeout_s=10)
     assert caught.value.retriable and caught.value.status == 503
+
+
+def test_mutual_tls_reads_the_catalog_plaintext_reads(broker: SaslBroker, tmp_path: Path) -> None:
+    pair = broker.pki.client("gw", CN="gw")
+    client = security_settings("SSL", None, cafile=broker.ca, certfile=pair.cert, keyfile=pair.key)
+    assert followed(broker.ssl_bootstrap, client) == followed(broker.bootstrap, {})
+    other = Pki(tmp_path / "other")  # a CA that did not sign the broker's certificate
+    strange = security_settings("SSL", None, cafile=other.ca, certfile=pair.cert, keyfile=pair.key)
+    with pytest.raises(MetadataUnavailableError):
+        followed(broker.ssl_bootstrap, strange, timeout_s=10)
