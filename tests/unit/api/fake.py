@@ -36,6 +36,7 @@ from gateway.errors import (
     UnknownTopicOrPartitionError,
 )
 from gateway.kafka.records import Record
+from gateway.metadata.follow import FollowStatus
 from gateway.service.protocol import OffsetSpec
 from gateway.service.types import (
     AbortedTransaction,
@@ -99,6 +100,7 @@ class FakeService:
     calls: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
     fake_gets: int = 7  # the core's one metric: tiered_gateway_fake_gets_total
     fetch_delay_s: float = 0.0
+    follow: FollowStatus | None = None  # the followed metadata topic's status, if any
     last_stable: int | None = None
     opened: int = 0
     closed: int = 0
@@ -120,8 +122,8 @@ class FakeService:
 
     def readiness(self) -> Readiness:
         if not self.is_ready:
-            return Readiness(False, self.not_ready_reason)
-        return Readiness(True, None, self.unreadable)
+            return Readiness(False, self.not_ready_reason, follow=self.follow)
+        return Readiness(True, None, self.unreadable, self.follow)
 
     async def topics(self) -> dict[str, list[uuid.UUID]]:
         self._enter("topics")

@@ -16,6 +16,7 @@ from gateway.api import create_app
 from gateway.config import Settings
 from gateway.demo import DemoBucket
 from gateway.kafka.uuids import encode_uuid
+from gateway.metadata.follow import FollowStatus
 from gateway.remote.keys import ObjectKey, Suffix
 from gateway.service.core import GatewayService
 from gateway.service.open import open_service
@@ -158,3 +159,45 @@ def test_the_real_service_reports_unreadable_manifests(demo: DemoBucket, tmp_pat
         metrics = client.get("/metrics").text
         assert 'tiered_gateway_unreadable_manifests{partition="2",topic="ghost"} 1.0' in metrics
         assert "tiered_gateway_rescans_aborted_total 0" in metrics
+
+
+def test_readyz_shows_the_followed_metadata_topic(client: TestClient, fake: FakeService) -> None:
+    """A catalog following ``__remote_log_metadata``: its state in the body (the last error
+    only to an operator: here, loopback with no authentication); a metadata partition stopped
+    on a record that does not decode makes the catalog degraded."""
+    fake.follow = FollowStatus(
+        partitions=(0, 1),
+        positions={0: 10, 1: 4},
+        end_offsets={0: 12, 1: 4},
+        caught_up=True,
+        connected=False,
+        records=14,
+        errors=2,
+        last_error="KafkaConnectionError: the broker went away",
+    )
+    body = client.get("/readyz").json()
+    assert body["status"] == "ready"
+    assert body["metadata"] == {
+        "topic": "__remote_log_metadata",
+        "connected": False,
+        "caught_up": True,
+        "lag": 2,
+        "records": 14,
+        "errors": 2,
+        "failed_partitions": [],
+        "last_error": "KafkaConnectionError: the broker went away",
+    }
+    fake.follow.failed[1] = "offset 4: a record that does not decode"
+    body = client.get("/readyz").json()
+    assert (body["status"], body["metadata"]["failed_partitions"], body["metadata"]["lag"]) == (
+        "degraded",
+        [1],
+        2,
+    )
+
+
+def test_not_ready_while_following_says_why(client: TestClient, fake: FakeService) -> None:
+    fake.is_ready = False
+    fake.not_ready_reason = "following __remote_log_metadata at k:9092: NoBrokersAvailable"
+    r = client.get("/readyz")
+    assert r.status_code == 503 and "NoBrokersAvailable" in r.json()["message"]

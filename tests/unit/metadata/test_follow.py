@@ -16,6 +16,7 @@ from gateway.errors import UnknownTopicOrPartitionError
 from gateway.metadata.backend import MemoryBackend
 from gateway.metadata.follow import (
     FollowConfig,
+    FollowStatus,
     MetadataFollower,
     served_metadata_partitions,
 )
@@ -247,3 +248,20 @@ def test_a_topic_whose_segments_were_all_deleted_is_no_longer_known() -> None:
     assert "payments" not in rlmm.topics() and "orders" in rlmm.topics()
     with pytest.raises(UnknownTopicOrPartitionError):
         rlmm.resolve_topic("payments")
+
+
+def test_the_follow_metrics() -> None:
+    from gateway.service.metrics import _follow  # noqa: PLC0415
+
+    status = FollowStatus(end_offsets={0: 9}, positions={0: 4}, records=4, errors=1)
+    status.failed[3] = "bad"
+    values = {m.name: m.samples[0].value for m in _follow(status)}
+    assert values == {
+        "tiered_gateway_metadata_follow_lag": 5,
+        "tiered_gateway_metadata_follow_records": 4,
+        "tiered_gateway_metadata_follow_dropped": 0,
+        "tiered_gateway_metadata_follow_errors": 1,
+        "tiered_gateway_metadata_follow_connected": 0,
+        "tiered_gateway_metadata_follow_caught_up": 0,
+        "tiered_gateway_metadata_follow_failed_partitions": 1,
+    }
