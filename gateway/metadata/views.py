@@ -269,13 +269,19 @@ class MetadataViews:
     def _holds_data(self, topic_id: bytes) -> bool:
         """Some partition of the topic id has a finished segment: a topic all of whose
         segments were deleted (a deleted topic: Kafka 4.1 announces it by deleting each
-        segment, with no partition-delete record) is no longer listed nor resolved."""
-        for key, _ in self._db.scan(ks.PARTITION + topic_id):
-            tid, partition = ks.tp_from(key, 1)
-            tp = TopicIdPartition(tid, partition, "")
-            if any(s.highest_log_offset is not None for _, s in self._epochs(tp)):
-                return True
-        return False
+        segment, with no partition-delete record) is no longer listed nor resolved. Usually
+        two short reads (the first partition holds data)."""
+        prefix = ks.PARTITION + topic_id
+        first = self._db.scan(prefix, limit=1)
+        if not first:
+            return False
+        if self._tp_holds_data(first[0][0][1:]):
+            return True
+        return any(self._tp_holds_data(key[1:]) for key, _ in self._db.scan(prefix)[1:])
+
+    def _tp_holds_data(self, tp_key: bytes) -> bool:
+        rows = self._db.scan(ks.EPOCH + tp_key)
+        return any(ks.EpochState.decode(v).highest_log_offset is not None for _, v in rows)
 
     def topics(self) -> dict[str, list[uuid.UUID]]:
         """Topic name -> its ids, newest first (ids with no finished segment left out)."""
@@ -293,16 +299,16 @@ class MetadataViews:
 
     def resolve_topic(self, topic: str, topic_id: uuid.UUID | None = None) -> uuid.UUID:
         """The topic id for ``topic``: the newest (latest first event) when the name was
-        deleted and re-created, or exactly ``topic_id`` when the caller names it."""
+        deleted and re-created, or exactly ``topic_id`` when the caller names it; unknown when
+        that id holds no finished segment any more (a deleted topic)."""
         with self._lock:
             rows = self._db.scan(ks.topic_prefix(topic))
-            held = [(k, v) for k, v in rows if self._holds_data(k[-16:])]
-            ids = sorted(((ks.decode_time(v), k[-16:]) for k, v in held), reverse=True)
+            ids = sorted(((ks.decode_time(v), k[-16:]) for k, v in rows), reverse=True)
             if topic_id is not None:
-                if any(b == topic_id.bytes for _, b in ids):
+                if any(b == topic_id.bytes and self._holds_data(b) for _, b in ids):
                     return topic_id
                 raise UnknownTopicOrPartitionError(f"topic {topic!r} has no id {topic_id}")
-            if not ids:
+            if not ids or not self._holds_data(ids[0][1]):  # none, or its newest was deleted
                 raise UnknownTopicOrPartitionError(f"unknown topic {topic!r}")
             return uuid.UUID(bytes=ids[0][1])
 
