@@ -143,6 +143,11 @@ class Settings(BaseSettings):
     rescan_interval_s: float = Field(
         default=60.0, ge=0, description="seconds between incremental bucket rescans (0: never)"
     )
+    layout: Literal["aiven", "local-tiered-storage"] = Field(
+        default="aiven",
+        description="the bucket's layout: aiven (the plugin's objects) or local-tiered-storage "
+        "(Kafka's own LocalTieredStorage folder, its raw segment files; read-only)",
+    )
     # --- following a cluster's __remote_log_metadata (docs/live-metadata.md) ------------------
     metadata_source: Literal["bucket", "topic", "both"] = Field(
         default="bucket",
@@ -502,6 +507,8 @@ class Settings(BaseSettings):
                 f"max_response_bytes ({self.max_response_bytes})"
             )
         self._consistent_security()
+        if self.layout == "local-tiered-storage" and self.key_prefix:
+            raise ValueError("layout local-tiered-storage has no key_prefix (its own folders)")
         if self.metadata_source != "bucket" and not self.metadata_bootstrap:
             raise ValueError(
                 f"metadata_source {self.metadata_source} needs metadata_bootstrap (the "

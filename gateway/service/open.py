@@ -31,6 +31,7 @@ from gateway.metadata.open import open_manager
 from gateway.metadata.scan import BucketScanner
 from gateway.remote.keyring import KeyRing
 from gateway.remote.keys import ObjectKey
+from gateway.remote.local_tiered import LocalTieredStorageView
 from gateway.remote.manifest import SegmentManifest
 from gateway.remote.reader import SegmentReader
 from gateway.service.core import GatewayService
@@ -195,6 +196,8 @@ async def open_service(settings: Settings) -> AsyncIterator[GatewayService]:
             path_style=settings.s3_path_style,
             data_plane=settings.s3_data_plane,
         )
+        if settings.layout == "local-tiered-storage":  # Kafka's own files, read as the plugin's
+            store = LocalTieredStorageView(store)
         stack.push_async_callback(store.close)
         retrier = Retrier(settings.retry_policy())
         reader = SegmentReader(

@@ -32,8 +32,9 @@ def test_every_surface_reads_what_real_kafka_wrote(capsys: pytest.CaptureFixture
     assert buckets == {"fs", "s3", "live", "follow"}, buckets
     for check in ("live-metadata", "retention", "delete-records", "topic-deleted"):
         assert any(line.startswith(f"PASS {check} ") for line in report.lines), check
-    if not any("(aiven)" in line for line in report.lines):  # held only with LocalTieredStorage
-        assert any(line.startswith("PASS upload-in-flight ") for line in report.lines)
+    if not any("(aiven)" in line for line in report.lines):  # with LocalTieredStorage only
+        for check in ("upload-in-flight", "local-tiered-storage"):
+            assert any(line.startswith(f"PASS {check} ") for line in report.lines), check
     empty = [cell for cell, (n, _) in report.table.items() if n == 0]
     assert not empty, f"cells with no record compared: {empty}"
     assert not failed, "\n".join(failed)

@@ -144,12 +144,21 @@ def catalog_rows(args: list[str], topic: str) -> list[Row]:
 
 @contextlib.contextmanager
 def gateway(
-    bucket: Path, broker: TieringBroker, state: Path, log: Path
+    bucket: Path,
+    broker: TieringBroker,
+    state: Path,
+    log: Path,
+    *,
+    source: str = "topic",
+    layout: str = "aiven",
 ) -> Iterator[tuple[httpx.Client, str]]:
-    """``serve`` following ``broker``'s metadata topic over ``bucket``: an HTTP client and the
-    Kafka listener's bootstrap, once ready (caught up)."""
+    """``serve`` over ``bucket`` (its catalog from ``broker``'s metadata topic, or a bucket
+    scan with ``source`` bucket): an HTTP client and the Kafka listener's bootstrap, once
+    ready (caught up)."""
     args = ["--store", f"file://{bucket}", "--state-dir", str(state), "--rescan-interval-s", "0"]
-    args += ["--metadata-source", "topic", "--metadata-bootstrap", broker.bootstrap]
+    args += ["--layout", layout, "--metadata-source", source]
+    if source != "bucket":
+        args += ["--metadata-bootstrap", broker.bootstrap]
     with serving(args, log) as (url, bootstrap), httpx.Client(base_url=url, timeout=60) as c:
         yield c, bootstrap
 

@@ -133,6 +133,10 @@ class Scenario:
                 r.guarded(self.name("upload-in-flight", "held"), self.upload_in_flight, c)
         with gateway(self.bucket, self.broker, state, self.work / "serve-2.log") as (c, _):
             r.guarded(self.name("live-metadata", "a restart resumes"), self.resumed, c)
+        if self.mode == "local-tiered-storage":  # issue 29's stretch: Kafka's own files
+            for source in ("bucket", "topic"):
+                name = self.name("local-tiered-storage", f"serve --layout, catalog from {source}")
+                r.guarded(name, self.local_layout, source)
 
     # --- the checks ----------------------------------------------------------------------
 
@@ -355,6 +359,16 @@ class Scenario:
         new_end = self.remote_end("held")
         wait_for("served", lambda: info(client, "held").get("remote_log_end_offset", 0) >= new_end)
         self.same_records("upload-in-flight", client, "held")
+
+    def local_layout(self, source: str) -> None:
+        """``serve --layout local-tiered-storage`` on the broker's own ``LocalTieredStorage``
+        folder (no mirror): the same records as the broker's consumer, from the same start."""
+        folder = self.broker.remote_dir
+        state, log = self.work / f"state-lts-{source}", self.work / f"serve-lts-{source}.log"
+        with gateway(folder, self.broker, state, log, source=source,
+                     layout="local-tiered-storage") as (client, _):  # fmt: skip
+            for topic in ("live", "trim", "held"):
+                self.same_records(f"local-tiered-storage, {source}", client, topic)
 
     def resumed(self, client: httpx.Client) -> None:
         """The restarted gateway read only what came after its stored position."""
