@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 import uuid
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
@@ -95,6 +96,8 @@ class FollowConfig:
     client: Mapping[str, Any] = field(default_factory=dict)
     poll_timeout_ms: int = 500
     max_backoff_s: float = 30.0
+    end_offsets_every_s: float = 5.0
+    """How often the end offsets are asked again (the lag in ``/readyz`` and ``/metrics``)."""
 
 
 @dataclass(slots=True)
@@ -225,13 +228,15 @@ class MetadataFollower:
             ends,
         )
         self._check_caught_up()
+        asked = time.monotonic()
         while not stop.is_set():
             batches = consumer.poll(self.config.poll_timeout_ms)
             for partition, records in sorted(batches.items()):
                 if records and partition not in status.failed:
                     self._apply(partition, records)
-            if not batches:  # idle: learn the newest end offsets for the lag
-                status.end_offsets.update(consumer.end_offsets(parts))
+            if time.monotonic() - asked >= self.config.end_offsets_every_s:
+                status.end_offsets.update(consumer.end_offsets(parts))  # for the lag
+                asked = time.monotonic()
             self._check_caught_up()
 
     def _apply(self, partition: int, records: list[tuple[int, bytes | None]]) -> None:

@@ -128,7 +128,6 @@ class LineageQueue:
         self._scanner = scanner
         self._pending: set[TopicIdPartition] = set()
         self._wake = asyncio.Event()
-        self._loop: asyncio.AbstractEventLoop | None = None
 
     def threadsafe_add(self) -> Callable[[set[TopicIdPartition]], None]:
         """A callback for the follower's thread (bound to the running loop)."""
