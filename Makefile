@@ -67,6 +67,7 @@ bench: $(VENV)/.installed-dev
 	$(BIN)/python -m tests.bench.bench_indexcache
 	$(BIN)/python -m tests.bench.bench_s3
 	$(BIN)/python -m tests.bench.bench_metadata
+	$(BIN)/python -m tests.bench.bench_follow
 	$(BIN)/python -m tests.bench.bench_raw
 	$(BIN)/python -m tests.bench.bench_render
 	$(BIN)/python -m tests.bench.bench_cold
