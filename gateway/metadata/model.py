@@ -127,9 +127,16 @@ class _SegmentFields(Protocol):
     def segment_leader_epochs(self) -> tuple[tuple[int, int], ...]: ...
 
 
-def check_segment_fields(meta: _SegmentFields, what: str) -> tuple[tuple[int, int], ...]:
+def _named(segment: object | None) -> str:
+    return "" if segment is None else f"segment {segment}: "
+
+
+def check_segment_fields(
+    meta: _SegmentFields, segment: object | None
+) -> tuple[tuple[int, int], ...]:
     """The range checks every segment record shares (the metadata and the snapshot record);
-    returns the leader epochs sorted by epoch."""
+    returns the leader epochs sorted by epoch. ``segment`` names the segment in an error
+    (formatted only then: the checks run for every record a follower applies)."""
     check_int("start offset", meta.start_offset, 0, INT64_MAX)
     check_int("end offset", meta.end_offset, meta.start_offset, INT64_MAX)
     check_int("max timestamp", meta.max_timestamp_ms, INT64_MIN, INT64_MAX)
@@ -138,12 +145,12 @@ def check_segment_fields(meta: _SegmentFields, what: str) -> tuple[tuple[int, in
     check_int("segment size", meta.segment_size_in_bytes, 0, INT32_MAX)
     epochs = tuple(sorted((int(e), int(o)) for e, o in meta.segment_leader_epochs))
     if not epochs:
-        raise ValueError(f"{what}segment_leader_epochs is empty")
+        raise ValueError(f"{_named(segment)}segment_leader_epochs is empty")
     for epoch, offset in epochs:
         check_int("leader epoch", epoch, 0, INT32_MAX)
         check_int("leader epoch start offset", offset, 0, INT64_MAX)
     if len({e for e, _ in epochs}) != len(epochs):
-        raise ValueError(f"{what}segment_leader_epochs repeats an epoch")
+        raise ValueError(f"{_named(segment)}segment_leader_epochs repeats an epoch")
     return epochs
 
 
@@ -196,7 +203,7 @@ class RemoteLogSegmentMetadata:
     txn_index_empty: bool = False
 
     def __post_init__(self) -> None:
-        epochs = check_segment_fields(self, f"segment {self.segment_id}: ")
+        epochs = check_segment_fields(self, self.segment_id)
         object.__setattr__(self, "state", SegmentState(self.state))
         object.__setattr__(self, "segment_leader_epochs", epochs)
 

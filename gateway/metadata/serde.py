@@ -146,7 +146,7 @@ class RemoteLogSegmentMetadataSnapshot:
     def __post_init__(self) -> None:
         if not isinstance(self.segment_id, uuid.UUID):
             raise ValueError("segment id must be a uuid.UUID")
-        epochs = check_segment_fields(self, "")
+        epochs = check_segment_fields(self, None)
         object.__setattr__(self, "state", SegmentState(self.state))
         object.__setattr__(self, "segment_leader_epochs", epochs)
 
