@@ -133,6 +133,9 @@ class Scenario:
                 r.guarded(self.name("upload-in-flight", "held"), self.upload_in_flight, c)
         with gateway(self.bucket, self.broker, state, self.work / "serve-2.log") as (c, _):
             r.guarded(self.name("live-metadata", "a restart resumes"), self.resumed, c)
+        with gateway(self.bucket, self.broker, self.work / "state-both",
+                     self.work / "serve-both.log", source="both") as (c, _):  # fmt: skip
+            r.guarded(self.name("live-metadata", "--metadata-source both"), self.both, c)
         if self.mode == "local-tiered-storage":  # issue 29's stretch: Kafka's own files
             for source in ("bucket", "topic"):
                 name = self.name("local-tiered-storage", f"serve --layout, catalog from {source}")
@@ -359,6 +362,24 @@ class Scenario:
         new_end = self.remote_end("held")
         wait_for("served", lambda: info(client, "held").get("remote_log_end_offset", 0) >= new_end)
         self.same_records("upload-in-flight", client, "held")
+
+    def both(self, client: httpx.Client) -> None:
+        """The topic and bucket scans together: the same records, and the segment whose copy
+        never finished (its objects in the bucket) still not registered by a scan."""
+        for topic in ("live", "trim", "held"):
+            self.same_records("live-metadata, both", client, topic)
+        if self.mode != "local-tiered-storage":
+            return  # a copy is held in flight with LocalTieredStorage only
+        segments = client.get("/v1/topics/held/partitions/0/segments").json()["segments"]
+        states = {s["segment_id"]: s["state"] for s in segments}
+        started = [encode_uuid(sid) for sid, (_, _, st) in self.ends("held").items()
+                   if st == COPY_STARTED]  # fmt: skip
+        self.report.verdict(
+            self.name("live-metadata", "both: a scan does not finish a copy the topic started"),
+            []
+            if started and all(states.get(s) == "COPY_SEGMENT_STARTED" for s in started)
+            else [f"{started}: {[states.get(s) for s in started]}"],
+        )
 
     def local_layout(self, source: str) -> None:
         """``serve --layout local-tiered-storage`` on the broker's own ``LocalTieredStorage``
