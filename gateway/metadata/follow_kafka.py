@@ -11,6 +11,7 @@ committed: positions live in the catalog.
 
 from __future__ import annotations
 
+import logging
 import uuid
 from collections.abc import Iterable
 from pathlib import Path
@@ -96,7 +97,12 @@ class KafkaPythonConsumer:
 
 
 def connect(config: FollowConfig) -> KafkaPythonConsumer:
-    """A consumer of ``config``'s cluster (raises when it cannot be reached)."""
+    """A consumer of ``config``'s cluster (raises when it cannot be reached). kafka-python's
+    own INFO lines (every connection it opens) stay out of the gateway's log: the follower
+    logs what matters, and its faults."""
+    client_log = logging.getLogger("kafka")
+    if client_log.getEffectiveLevel() < logging.WARNING:
+        client_log.setLevel(logging.WARNING)
     return KafkaPythonConsumer(config)
 
 
