@@ -12,6 +12,7 @@ order is numeric order and a floor lookup is one ordered seek::
     p | tp                                 -> partition state           (delete state, totals, name)
     c | tp                                 -> leader-epoch lineage      (from a checkpoint)
     d | tp                                 -> lineage dispute           (a checkpoint refused)
+    g | tp                                 -> log start offset          (two checkpoints agree)
     t | topic name | 0x00 | topic uuid     -> first event time          (name -> ids)
     f | metadata topic | 0x00 | partition  -> next offset to read      (a follower's position)
 
@@ -51,9 +52,10 @@ LISTING: Final = b"l"
 PARTITION: Final = b"p"
 LINEAGE: Final = b"c"
 DISPUTE: Final = b"d"
+LOG_START: Final = b"g"
 TOPIC: Final = b"t"
 PARTITION_TAGS: Final = (
-    SEGMENT, OFFSET, UNREFERENCED, EPOCH, LISTING, PARTITION, LINEAGE, DISPUTE,
+    SEGMENT, OFFSET, UNREFERENCED, EPOCH, LISTING, PARTITION, LINEAGE, DISPUTE, LOG_START,
 )  # fmt: skip
 
 _U32 = struct.Struct(">I")
@@ -129,6 +131,10 @@ def partition_key(tp: TopicIdPartition) -> bytes:
 
 def lineage_key(tp: TopicIdPartition) -> bytes:
     return LINEAGE + tp_bytes(tp)
+
+
+def log_start_key(tp: TopicIdPartition) -> bytes:
+    return LOG_START + tp_bytes(tp)
 
 
 def dispute_key(tp: TopicIdPartition) -> bytes:

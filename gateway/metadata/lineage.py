@@ -33,7 +33,9 @@ from gateway.remote.reader import RemoteSegment, SegmentReader
 CheckpointReader = Callable[[ObjectKey, SegmentManifest], Awaitable[bytes | None]]
 """Reads the LEADER_EPOCH piece of a segment's ``.indexes`` (``None`` when it cannot)."""
 
-Checkpoint = tuple[RemoteLogSegmentMetadata, ObjectKey, bytes]
+Checkpoint = tuple[RemoteLogSegmentMetadata, ObjectKey, bytes, bytes | None]
+"""A segment, its key, its checkpoint, and the checkpoint of the partition's segment before it
+when this pass read that too (two agreeing checkpoints reveal a moved log start)."""
 
 
 def checkpoint_reader(
@@ -69,10 +71,12 @@ async def read_checkpoints(
     missing checkpoint, or one that cannot be opened with the configured keys, is reported and
     passed over; a store fault raises."""
     newest: dict[TopicIdPartition, ReadManifest] = {}
-    for entry in read:
+    before: dict[TopicIdPartition, ReadManifest] = {}  # the one before the newest, if read
+    for entry in sorted(read, key=lambda e: e[2].end_offset):
         tp = entry[2].partition
-        if tp not in newest or entry[2].end_offset > newest[tp][2].end_offset:
-            newest[tp] = entry
+        if tp in newest:
+            before[tp] = newest[tp]
+        newest[tp] = entry
     staying: dict[TopicIdPartition, int] = {}  # partition -> highest end already kept
     for sid, m in known.items():
         if sid in listed:
@@ -81,16 +85,27 @@ async def read_checkpoints(
     for tp, (key, manifest, meta) in newest.items():
         if staying.get(tp, -1) > meta.end_offset:
             continue  # an older segment than what the manager has: its lineage is shorter
-        try:
-            data = await read_checkpoint(key, manifest)
-        except GatewayError as exc:
-            if is_store_fault(exc) and not isinstance(exc, ConfigurationError):
-                raise
-            _skip(report, key, exc)
+        data = await _read_one(read_checkpoint, key, manifest, report)
+        if data is None:
             continue
-        if data is not None:
-            out.append((meta, key, data))
+        previous = None
+        if tp in before:
+            previous = await _read_one(read_checkpoint, before[tp][0], before[tp][1], report)
+        out.append((meta, key, data, previous))
     return out
+
+
+async def _read_one(
+    read_checkpoint: CheckpointReader, key: ObjectKey, manifest: SegmentManifest, report: ScanReport
+) -> bytes | None:
+    """One checkpoint; a corrupt or missing one is reported (``None``), a store fault raises."""
+    try:
+        return await read_checkpoint(key, manifest)
+    except GatewayError as exc:
+        if is_store_fault(exc) and not isinstance(exc, ConfigurationError):
+            raise
+        _skip(report, key, exc)
+        return None
 
 
 def record_lineages(
@@ -99,7 +114,7 @@ def record_lineages(
     """Record the checkpoints :func:`read_checkpoints` read, each checked against the catalog
     (blocking); returns how many were recorded."""
     count = 0
-    for meta, key, data in checkpoints:
+    for meta, key, data, before in checkpoints:
         tp = meta.partition
         latest = manager.list_remote_log_segments(tp)
         if latest and max(m.end_offset for m in latest) > meta.end_offset:
@@ -117,9 +132,19 @@ def record_lineages(
             _skip(report, key, exc)
             manager.dispute_epoch_lineage(tp, meta.segment_id.id, entries, where)
             continue
-        manager.set_epoch_lineage(tp, meta.segment_id.id, entries)
+        manager.set_epoch_lineage(tp, meta.segment_id.id, entries, _entries(before))
         count += 1
     return count
+
+
+def _entries(data: bytes | None) -> list[tuple[int, int]] | None:
+    """A checkpoint's entries, ``None`` when absent or unreadable (then it confirms nothing)."""
+    if data is None:
+        return None
+    try:
+        return [(e.epoch, e.start_offset) for e in parse_leader_epoch_checkpoint(data)]
+    except GatewayError:
+        return None
 
 
 def check_lineage(

@@ -178,12 +178,28 @@ class RemoteLogMetadataManager(MetadataViews):
             self._note_topic(tp, meta.event_timestamp_ms)
 
     def set_epoch_lineage(
-        self, tp: TopicIdPartition, segment: uuid.UUID, entries: list[tuple[int, int]]
+        self,
+        tp: TopicIdPartition,
+        segment: uuid.UUID,
+        entries: list[tuple[int, int]],
+        previous: list[tuple[int, int]] | None = None,
     ) -> None:
         """Record the leader-epoch checkpoint carried by ``segment`` (its LEADER_EPOCH index);
-        :meth:`epoch_lineage` prefers it over the segments' epoch maps."""
+        :meth:`epoch_lineage` prefers it over the segments' epoch maps.
+
+        Its first entry is the broker's log start at that upload (the broker cuts its cache
+        there). It becomes the catalog's log start (:meth:`log_start_offset`) only when the
+        checkpoint of the upload before agrees (``previous``, else the one recorded before):
+        a checkpoint has no checksum, and one damaged byte must not hide records."""
         LeaderEpochCache(entries)  # validates: increasing, non-negative
         with self._lock, self._db.transaction():
+            if previous is None:
+                stored = self._db.get(ks.lineage_key(tp))
+                previous = None if stored is None else ks.decode_lineage(stored)[1]
+            if entries and previous and previous[0] == entries[0]:
+                known = self._db.get(ks.log_start_key(tp))
+                if known is None or ks.read_i64(known, 0) < entries[0][1]:
+                    self._db.put(ks.log_start_key(tp), ks.i64(entries[0][1]))
             self._db.put(ks.lineage_key(tp), ks.encode_lineage(segment, entries))
             self._db.delete(ks.dispute_key(tp))  # a newer checkpoint agrees: settled
 

@@ -240,11 +240,13 @@ class BucketScanner:
         if self._read_checkpoint is None:
             return set()
         newest: dict[TopicIdPartition, RemoteLogSegmentMetadata] = {}
+        keys = []
         for tp in tps:
             finished_segments = await asyncio.to_thread(self._finished_of, tp)
-            if finished_segments:
-                newest[tp] = max(finished_segments, key=lambda m: m.end_offset)
-        keys = [segment_key(self._prefix, m, Suffix.MANIFEST) for m in newest.values()]
+            last_two = sorted(finished_segments, key=lambda m: m.end_offset)[-2:]
+            if last_two:  # the one before confirms a moved log start (set_epoch_lineage)
+                newest[tp] = last_two[-1]
+                keys += [segment_key(self._prefix, m, Suffix.MANIFEST) for m in last_two]
         if keys:
             report = ScanReport()
             read, _ = await read_manifests(self._store, self._retrier, keys, report)

@@ -179,22 +179,21 @@ class MetadataViews:
 
     def log_start_offset(self, tp: TopicIdPartition) -> int | None:
         """The broker's log start offset, as far as the bucket reveals it: the first finished
-        segment's start, or later when the newest segment's leader-epoch checkpoint was cut
-        there (the broker's ``truncateFromStart`` after DeleteRecords or retention moved its
-        log start inside a segment that is still in the bucket). Never past the remote log's
-        end (then the remote log holds nothing to serve: start = end)."""
+        segment's start, or later where the leader-epoch checkpoints of two successive
+        uploads were cut (the broker's ``truncateFromStart`` after DeleteRecords or retention
+        moved its log start inside a segment that is still in the bucket;
+        :meth:`~gateway.metadata.manager.RemoteLogMetadataManager.set_epoch_lineage`). Never
+        past the remote log's end (then the remote log holds nothing to serve)."""
         with self._lock:
             start = self.remote_log_start_offset(tp)
             if start is None:
                 return None
-            stored = self._db.get(ks.lineage_key(tp))
-            if stored is None:
-                return start
-            entries = ks.decode_lineage(stored)[1]
-            if not entries or entries[0][1] <= start:
+            stored = self._db.get(ks.log_start_key(tp))
+            cut = None if stored is None else ks.read_i64(stored, 0)
+            if cut is None or cut <= start:
                 return start
             end = self.remote_log_end_offset(tp)
-            return min(entries[0][1], start if end is None else end + 1)
+            return min(cut, start if end is None else end + 1)
 
     def remote_log_end_offset(self, tp: TopicIdPartition) -> int | None:
         """The highest offset in remote storage: the largest ``highestLogOffset``."""
