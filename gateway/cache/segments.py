@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from cachetools import LRUCache
 
 from gateway.cache.chunks import ChunkCache
+from gateway.cache.verified import VerifiedRuns
 from gateway.deadline import Deadline, wait_within
 from gateway.errors import CorruptDataError, add_context
 from gateway.flights import Flights
@@ -63,12 +64,15 @@ class SegmentSource:
         index_cache_dir: str | None = None,
         manifest_cache_entries: int = 10_000,
         manifest_ttl_s: float = 3600.0,
+        runs: VerifiedRuns | None = None,
     ) -> None:
         self._reader = reader
         self._keys = keys
         self._prefix = key_prefix
         self._executor = executor
         self.chunks = chunk_cache
+        # Verified batches (framed and CRC-checked once): what warm answers are sliced from.
+        self.runs = runs if runs is not None else VerifiedRuns(0)
         self._opened: LRUCache[uuid.UUID, _Opened] = LRUCache(maxsize=manifest_cache_entries)
         self._opening: Flights[uuid.UUID, RemoteSegment] = Flights()
         self._ttl = manifest_ttl_s

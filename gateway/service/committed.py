@@ -25,8 +25,9 @@ from gateway.metadata.manager import RemoteLogMetadataManager
 from gateway.metadata.model import RemoteLogSegmentMetadata, TopicIdPartition
 from gateway.read.framing import SegmentFramer
 from gateway.read.txn import MarkerLedger, check_verdicts
-from gateway.service.fetch import MIN_WINDOW, Fetcher, SegmentRead, segment_bounds
+from gateway.service.fetch import MIN_WINDOW, Fetcher, segment_bounds
 from gateway.service.locate import held, read_inline, resolve
+from gateway.service.runs import SegmentRead
 from gateway.service.stable import StableBounds
 from gateway.service.types import AbortedTransaction, FetchedBatches
 
@@ -166,21 +167,22 @@ def _cut_before(reads: list[SegmentRead], offset: int) -> list[SegmentRead]:
         if r.last_offset < offset:
             out.append(r)
             continue
-        keep = tuple(b for b in r.batches if b.base_offset < offset)
-        parts = []
-        for part in r.parts:
+        parts, positions = [], []
+        for part, position in zip(r.parts, r.positions, strict=True):
             if part.first_offset >= offset:
                 break
-            if part.last_offset >= offset:  # the first batch of a part starts the view
-                start = next(b for b in keep if b.base_offset == part.first_offset).position
-                end = keep[-1].position + keep[-1].size_in_bytes
+            if part.last_offset >= offset:  # the kept head of this part
+                one = SegmentRead(r.meta, (part,), (position,))
+                keep = [b for b in one.batches if b.base_offset < offset]
+                end = keep[-1].position + keep[-1].size_in_bytes - position
                 part = FetchedBatches(  # noqa: PLW2901 (the kept head of this part)
                     part.segment_start_offset,
-                    part.data[: end - start],
+                    part.data[:end],
                     part.first_offset,
                     keep[-1].last_offset,
                 )
             parts.append(part)
-        out.append(SegmentRead(r.meta, tuple(parts), keep))
+            positions.append(position)
+        out.append(SegmentRead(r.meta, tuple(parts), tuple(positions)))
         break
     return out

@@ -308,6 +308,7 @@ class GatewayService:
         try:
             if await self.scanner.forget_if_vanished(meta, self.retrier, deadline):
                 await self.source.chunks.invalidate(meta.segment_id.id)  # and its chunks
+                self.source.runs.drop(meta.segment_id.id)
         except GatewayError as exc:  # the check failed: the re-fetch gives the answer
             log.info("could not check segment %s: %s", meta.segment_id, exc)
 

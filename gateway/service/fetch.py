@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator, Callable
-from dataclasses import dataclass
 
 from cachetools import LRUCache
 
@@ -44,7 +43,7 @@ from gateway.metadata.model import RemoteLogSegmentMetadata, TopicIdPartition
 from gateway.read.framing import SegmentBounds, SegmentFramer
 from gateway.remote.keys import Suffix
 from gateway.service.locate import Claims, held, locate, read_inline, remote_bounds, resolve
-from gateway.service.runs import Run, frame_window
+from gateway.service.runs import ColdRead, Run, SegmentRead, Window, frame_window
 from gateway.service.types import FetchedBatches
 from indexcache import SegmentIndexes
 
@@ -71,34 +70,6 @@ class SegmentVanishedError(ObjectNotFoundError):
         self.meta = meta
 
 
-@dataclass(frozen=True, slots=True)
-class SegmentRead:
-    """Whole batches read from one segment, CRC checked: ``parts`` are views of the bytes read
-    (one per run of batches in one buffer), never copied into one."""
-
-    meta: RemoteLogSegmentMetadata
-    parts: tuple[FetchedBatches, ...]
-    batches: tuple[RecordBatch, ...]
-
-    @property
-    def position(self) -> int:
-        """Byte position of the first batch in the segment."""
-        return self.batches[0].position
-
-    @property
-    def end_position(self) -> int:
-        last = self.batches[-1]
-        return last.position + last.size_in_bytes
-
-    @property
-    def first_offset(self) -> int:
-        return self.batches[0].base_offset
-
-    @property
-    def last_offset(self) -> int:
-        return self.batches[-1].last_offset
-
-
 class Fetcher:
     """FETCH over the RLMM and a segment source.
 
@@ -115,7 +86,7 @@ class Fetcher:
         claims: Claims | None = None,
     ) -> None:
         self.rlmm = rlmm
-        self._source = source
+        self.source = source
         self.claims: Claims = claims if claims is not None else (lambda tp: ())
         self._tails: LRUCache[TopicIdPartition, int] = LRUCache(maxsize=100_000)
         # Per partition, where the last fetch ended: a fetch from there is a reader paging on.
@@ -226,27 +197,27 @@ class Fetcher:
         A random read near an end loads nothing extra."""
         paging = self._resume.get(tp) == offset
         self._resume[tp] = next_offset
-        size = self._source.chunks.readahead_bytes
+        size = self.source.chunks.readahead_bytes
         if not (paging and reads and size):
             return
         last = reads[-1]
         meta = last.meta
         if last.end_position + size < meta.segment_size_in_bytes:
             return
-        self._source.prefetch(lambda: self.following(tp, meta), size)
+        self.source.prefetch(lambda: self.following(tp, meta), size)
 
     # --- one segment ---------------------------------------------------------------------
 
     def object_key(self, meta: RemoteLogSegmentMetadata) -> str:
         """The segment's ``.log`` object key."""
-        return self._source.object_key(meta).key
+        return self.source.object_key(meta).key
 
     async def indexes(self, meta: RemoteLogSegmentMetadata, deadline: Deadline) -> SegmentIndexes:
         """The segment's indexes, checked against its metadata before they are trusted."""
-        indexes = await self._source.indexes(meta, deadline)
+        indexes = await self.source.indexes(meta, deadline)
         end, size = meta.end_offset, meta.segment_size_in_bytes
         if not indexes.checked_against(end, size):
-            what = self._source.object_key(meta).with_suffix(Suffix.INDEXES).key
+            what = self.source.object_key(meta).with_suffix(Suffix.INDEXES).key
             try:
                 await asyncio.to_thread(indexes.check_against, end, size)
             except CorruptDataError as exc:
@@ -268,39 +239,60 @@ class Fetcher:
         size, or says the next size before each read; windows double up to ``MAX_WINDOW``
         when ``grow``. Every iteration consumes bytes or fails: no
         loop without progress."""
-        key = framer.bounds.key
         boundary = framer.cursor
         while not framer.at_end:
             if callable(window):
                 size = window()
             else:
                 size = window = min(window * 2, MAX_WINDOW) if grow else window
-            cursor = framer.cursor
-            want = max(size, framer.need)
-            try:
-                data, size = await self._source.read(meta, cursor, cursor + want, deadline)
-                if size != framer.bounds.size:
-                    raise CorruptManifestError(
-                        f"{key}: the manifest says {size} bytes, the segment metadata "
-                        f"{framer.bounds.size}"
-                    )
-                if not data:
-                    raise CorruptDataError(f"{key}: no bytes at {cursor} of {size}")
-                # One buffer per read, framed in place as one run: units framed apart cost a
-                # run, a part and a send each, measured slower than the join's one copy.
-                framed = frame_window(framer, data, boundary)
-                runs, boundary = framed.runs, framed.boundary
-                if framer.at_end:
-                    framer.finish()
-            except CorruptDataError as exc:
-                # The cache may hold the bad bytes (an untransformed chunk is only checked
-                # here): drop them, so a retry reads the object again.
-                await self._source.chunks.invalidate(meta.segment_id.id)
-                if str(exc).startswith(key):
-                    raise
-                add_context(exc, f"{key} (read from byte {cursor})")
+            framed = await self.window(meta, framer, boundary, size, deadline)
+            boundary = framed.boundary
+            yield framed.runs
+
+    async def window(
+        self,
+        meta: RemoteLogSegmentMetadata,
+        framer: SegmentFramer,
+        boundary: int,
+        size: int,
+        deadline: Deadline,
+        *,
+        verify: bool = False,
+    ) -> Window:
+        """The next window of at least ``size`` bytes (and the rest of the pending batch) fed
+        to ``framer`` (:func:`frame_window`; ``boundary`` as there); the end checks run when
+        the segment's last byte is fed. ``verify``: every batch completed has its CRC
+        checked too."""
+        key = framer.bounds.key
+        cursor = framer.cursor
+        want = max(size, framer.need)
+        try:
+            data, total = await self.source.read(meta, cursor, cursor + want, deadline)
+            if total != framer.bounds.size:
+                raise CorruptManifestError(
+                    f"{key}: the manifest says {total} bytes, the segment metadata "
+                    f"{framer.bounds.size}"
+                )
+            if not data:
+                raise CorruptDataError(f"{key}: no bytes at {cursor} of {total}")
+            # One buffer per read, framed in place as one run: units framed apart cost a
+            # run, a part and a send each, measured slower than the join's one copy.
+            framed = frame_window(framer, data, boundary)
+            if framer.at_end:
+                framer.finish()
+            if verify:
+                for run in framed.runs:
+                    for batch in run.batches:
+                        batch.ensure_valid()
+        except CorruptDataError as exc:
+            # The cache may hold the bad bytes (an untransformed chunk is only checked
+            # here): drop them, so a retry reads the object again.
+            await self.source.chunks.invalidate(meta.segment_id.id)
+            if str(exc).startswith(key):
                 raise
-            yield runs
+            add_context(exc, f"{key} (read from byte {cursor})")
+            raise
+        return framed
 
     async def batches(
         self,
@@ -333,56 +325,80 @@ class Fetcher:
         deadline: Deadline,
     ) -> tuple[SegmentRead | None, bool]:
         """Whole batches of one segment from the first ending at or after ``target``, within
-        ``budget`` (one batch at least when ``min_one``), each CRC checked once; and whether
-        the budget ended here. The batches stay views of the bytes read."""
-        framer = self.framer(meta, await self.indexes(meta, deadline), target)
+        ``budget`` (one batch at least when ``min_one``), and whether the budget ended here.
+
+        Warm, the answer is slices of verified runs (:mod:`gateway.cache.verified`) found by
+        offset: no batch is framed or checked again, and no index is read. Cold, windows are
+        read from the offset-index floor of ``target`` (or right after a held run that ends
+        just before it), framed, every batch CRC-checked, and kept as runs."""
+        sid = meta.segment_id.id
+        held = self.source.runs
+        offset = max(target, meta.start_offset)
         parts: list[FetchedBatches] = []
-        kept: list[RecordBatch] = []
+        positions: list[int] = []
         total = 0
+        cold: ColdRead | None = None
 
         def done(full: bool) -> tuple[SegmentRead | None, bool]:
-            if not kept:
-                return None, full
-            return SegmentRead(meta, tuple(parts), tuple(kept)), full
+            read = SegmentRead(meta, tuple(parts), tuple(positions)) if parts else None
+            return read, full
 
-        def window() -> int:  # the rest of the budget and the batch that may not fit it
-            return min(max(budget - total, 0) + MIN_WINDOW, MAX_WINDOW)
-
-        async for runs in self.windows(meta, framer, window, deadline):
-            for run in runs:
-                first = len(kept)
-                full: bool | None = None
-                for batch in run.batches:
-                    if batch.last_offset < target:
-                        continue
-                    size_b = batch.size_in_bytes
-                    if total + size_b > budget and (kept or not min_one):
-                        full = True
-                        break
-                    try:
-                        batch.ensure_valid()
-                    except CorruptDataError as exc:
-                        await self._source.chunks.invalidate(meta.segment_id.id)
-                        add_context(exc, framer.bounds.key)
-                        raise
-                    kept.append(batch)
-                    total += size_b
-                    if total >= budget:
-                        full = not (batch.last_offset == meta.end_offset and framer.at_end)
-                        break
-                if len(kept) > first:
-                    parts.append(_part(meta, run, kept[first], kept[-1]))
-                if full is not None:
-                    return done(full)
+        while offset <= meta.end_offset:
+            run = cold.take(offset) if cold is not None else None
+            if run is None:
+                run = held.find(sid, offset)
+                if run is not None:
+                    cold = None  # a cold read resumes after the held run, not where it was
+            if run is None:
+                if cold is None:
+                    after = (positions[-1] + len(parts[-1].data), offset) if parts else None
+                    cold = await self._cold_read(meta, offset, after, deadline)
+                size = min(max(budget - total, 0) + MIN_WINDOW, MAX_WINDOW)
+                run = await cold.load(offset, size)
+                if run is None:
+                    continue  # the window completed no batch ending at or after the offset
+            i = run.index_of(offset)
+            if parts:
+                run.check_follows(offset, i, self.object_key(meta))
+            j = run.fit(i, budget - total)
+            if j == i:
+                if parts or not min_one:
+                    return done(True)
+                j = i + 1  # at least one whole batch, however large
+            lo, hi = run.start(i), run.ends[j - 1]
+            last = run.lasts[j - 1]
+            parts.append(FetchedBatches(meta.start_offset, run.data[lo:hi], run.bases[i], last))
+            positions.append(run.position + lo)
+            total += hi - lo
+            offset = last + 1
+            if j < len(run) or total >= budget:
+                return done(offset <= meta.end_offset)
         return done(False)
 
+    async def _cold_read(
+        self,
+        meta: RemoteLogSegmentMetadata,
+        offset: int,
+        after: tuple[int, int] | None,
+        deadline: Deadline,
+    ) -> ColdRead:
+        """Where a cold read of ``offset`` starts: right after the batches read so far
+        (``after``: their end position and ``offset``), else after a held run that ends at
+        ``offset - 1``, else at the offset-index floor of ``offset``."""
+        if after is None and offset > meta.start_offset:
+            before = self.source.runs.find(meta.segment_id.id, offset - 1)
+            if before is not None and before.last_offset == offset - 1:
+                after = (before.end_position, offset)
+        if after is not None:
+            bounds = segment_bounds(meta, self.object_key(meta))
+            framer = SegmentFramer(bounds, after[0], after=after[1] - 1)
+        else:
+            framer = self.framer(meta, await self.indexes(meta, deadline), offset)
 
-def _part(
-    meta: RemoteLogSegmentMetadata, run: Run, first: RecordBatch, last: RecordBatch
-) -> FetchedBatches:
-    """The batches ``first`` to ``last`` of ``run``, as a view of its buffer."""
-    lo, hi = first.position - run.base, last.position + last.size_in_bytes - run.base
-    return FetchedBatches(meta.start_offset, run.buffer[lo:hi], first.base_offset, last.last_offset)
+        async def read(framer: SegmentFramer, boundary: int, size: int) -> Window:
+            return await self.window(meta, framer, boundary, size, deadline, verify=True)
+
+        return ColdRead(meta, framer, self.source.runs, read)
 
 
 def to_batches(reads: list[SegmentRead]) -> tuple[FetchedBatches, ...]:

@@ -22,6 +22,7 @@ from concurrent.futures import ThreadPoolExecutor
 from gateway.cache.chunk_disk import ChunkDiskTier
 from gateway.cache.chunks import ChunkCache
 from gateway.cache.segments import SegmentSource
+from gateway.cache.verified import VerifiedRuns
 from gateway.config import Settings, env_name, flag_name
 from gateway.metadata.follow import MetadataFollower
 from gateway.metadata.follow_kafka import connect
@@ -163,6 +164,16 @@ class LineageQueue:
             missed = {tp: missed.get(tp, 0) + 1 for tp in left if missed.get(tp, 0) < tries}
 
 
+VERIFIED_SHARE = 0.75  # of the chunk cache's budget: verified runs; the rest, loaded units
+
+
+def verified_bytes(chunk_cache_bytes: int) -> int:
+    """The verified runs' part of the chunk cache budget (:mod:`gateway.cache.verified`): warm
+    answers are sliced from them; the units below (blocks, decoded chunks) are what a cold read
+    and read-ahead load them from."""
+    return int(chunk_cache_bytes * VERIFIED_SHARE)
+
+
 async def _chunk_cache(
     settings: Settings, reader: SegmentReader, executor: ThreadPoolExecutor
 ) -> ChunkCache:
@@ -173,7 +184,7 @@ async def _chunk_cache(
         log.info("chunk disk tier %s: %d chunks kept", settings.chunk_cache_dir, kept)
     return ChunkCache(
         reader,
-        max_bytes=settings.chunk_cache_bytes,
+        max_bytes=settings.chunk_cache_bytes - verified_bytes(settings.chunk_cache_bytes),
         readahead_bytes=settings.readahead_bytes,
         block_bytes=settings.block_bytes,
         disk=disk,
@@ -217,6 +228,7 @@ async def open_service(settings: Settings) -> AsyncIterator[GatewayService]:
             chunk_cache=await _chunk_cache(settings, reader, executor),
             index_cache_bytes=settings.index_cache_bytes,
             index_cache_dir=None if index_dir is None else str(index_dir),
+            runs=VerifiedRuns(verified_bytes(settings.chunk_cache_bytes)),
         )
         await source.start()
         stack.push_async_callback(source.aclose)

@@ -9,10 +9,15 @@ form one :class:`Run` (one buffer, one send for the raw response).
 
 from __future__ import annotations
 
+from collections import deque
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
-from gateway.kafka.batch import RecordBatch
+from gateway.cache.verified import VerifiedRun, VerifiedRuns
+from gateway.kafka.batch import LOG_OVERHEAD, PEEK, RecordBatch
+from gateway.metadata.model import RemoteLogSegmentMetadata
 from gateway.read.framing import SegmentFramer
+from gateway.service.types import FetchedBatches
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,3 +62,92 @@ def frame_window(
         last = batches[-1]
         boundary = last.position + last.size_in_bytes
     return Window(runs, boundary)
+
+
+@dataclass(frozen=True, slots=True)
+class SegmentRead:
+    """Whole batches read from one segment, verified: ``parts`` are views of verified runs (one
+    per run), never copied into one; ``positions`` says where each part begins in the
+    segment."""
+
+    meta: RemoteLogSegmentMetadata
+    parts: tuple[FetchedBatches, ...]
+    positions: tuple[int, ...]
+
+    @property
+    def position(self) -> int:
+        """Byte position of the first batch in the segment."""
+        return self.positions[0]
+
+    @property
+    def end_position(self) -> int:
+        return self.positions[-1] + len(self.parts[-1].data)
+
+    @property
+    def first_offset(self) -> int:
+        return self.parts[0].first_offset
+
+    @property
+    def last_offset(self) -> int:
+        return self.parts[-1].last_offset
+
+    @property
+    def batches(self) -> tuple[RecordBatch, ...]:
+        """The batches of :attr:`parts` (verified when they were read: only their headers are
+        parsed here; for the paths that look at batches one by one, e.g. read_committed)."""
+        out: list[RecordBatch] = []
+        for part, position in zip(self.parts, self.positions, strict=True):
+            view = memoryview(part.data)
+            at = 0
+            while at < len(view):
+                end = at + LOG_OVERHEAD + PEEK.unpack_from(view, at)[1]
+                out.append(RecordBatch(view[at:end], position + at))
+                at = end
+        return tuple(out)
+
+
+WindowReader = Callable[[SegmentFramer, int, int], Awaitable[Window]]
+"""Feeds the next window to a framer: ``(framer, boundary, size)``; every batch it completes
+has had its CRC checked (``Fetcher.window(..., verify=True)``)."""
+
+
+class ColdRead:
+    """One segment read from a batch boundary: each window framed and verified, its runs kept
+    in ``held`` and queued for the read."""
+
+    __slots__ = ("boundary", "framer", "held", "meta", "queued", "read")
+
+    def __init__(
+        self,
+        meta: RemoteLogSegmentMetadata,
+        framer: SegmentFramer,
+        held: VerifiedRuns,
+        read: WindowReader,
+    ) -> None:
+        self.meta = meta
+        self.framer = framer
+        self.held = held
+        self.read = read
+        self.boundary = framer.cursor
+        self.queued: deque[VerifiedRun] = deque()
+
+    def take(self, offset: int) -> VerifiedRun | None:
+        """The queued run holding ``offset`` (the runs before it are done with)."""
+        while self.queued and self.queued[0].last_offset < offset:
+            self.queued.popleft()
+        return self.queued[0] if self.queued else None
+
+    async def load(self, offset: int, size: int) -> VerifiedRun | None:
+        """Read the next window (``size`` bytes at least) and queue its runs; the one holding
+        ``offset``, if the window completed it. A window that reaches the segment's last
+        offset with bytes after it reads on to the end, where the end checks fail."""
+        meta, framer = self.meta, self.framer
+        while True:
+            framed = await self.read(framer, self.boundary, size)
+            self.boundary = framed.boundary
+            for run in framed.runs:
+                verified = VerifiedRun.of(run.buffer, run.base, run.batches)
+                self.held.add(meta.segment_id.id, verified)
+                self.queued.append(verified)
+            if framer.last_offset != meta.end_offset or framer.at_end:
+                return self.take(offset)

@@ -26,8 +26,7 @@ from gateway.metadata.model import (
 from gateway.read.framing import SegmentBounds, SegmentFramer
 from gateway.service.committed import _cut_before
 from gateway.service.core import GatewayService
-from gateway.service.fetch import SegmentRead
-from gateway.service.runs import frame_window
+from gateway.service.runs import SegmentRead, frame_window
 from gateway.service.types import FetchedBatches, IsolationLevel
 from tests.unit.service.support import demo_settings, ready_service
 
@@ -143,10 +142,9 @@ async def test_a_writer_holding_the_catalog_never_blocks_the_event_loop(
     assert hops  # the reads went to a thread
 
 
-async def test_every_batch_served_has_its_crc_checked_once(
+async def test_a_batch_is_checked_when_it_is_read_and_never_again(
     service: GatewayService, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    await _fetch(service, max_bytes=1 << 20)  # warm
     checked: list[int] = []
     ensure_valid = RecordBatch.ensure_valid
 
@@ -155,12 +153,19 @@ async def test_every_batch_served_has_its_crc_checked_once(
         ensure_valid(batch)
 
     monkeypatch.setattr(RecordBatch, "ensure_valid", counted)
-    result = await service.fetch(
+    cold = await service.fetch(
         "orders", 0, 0, max_bytes=1 << 20, isolation=RU, deadline=Deadline.after(10)
     )
-    served = [b.base_offset for part in result.batches for b in iter_batches(part.data)]
+    served = [b.base_offset for part in cold.batches for b in iter_batches(part.data)]
     assert served
-    assert checked == served
+    assert set(served) <= set(checked)  # the window read may hold a few more than served
+    assert len(checked) == len(set(checked))
+    checked.clear()
+    warm = await service.fetch(
+        "orders", 0, 0, max_bytes=1 << 20, isolation=RU, deadline=Deadline.after(10)
+    )
+    assert [bytes(p.data) for p in warm.batches] == [bytes(p.data) for p in cold.batches]
+    assert checked == []  # sliced from the verified runs
 
 
 def _read(segment: bytes, split: int) -> SegmentRead:
@@ -173,7 +178,7 @@ def _read(segment: bytes, split: int) -> SegmentRead:
         FetchedBatches(0, head, batches[0].base_offset, batches[split - 1].last_offset),
         FetchedBatches(0, tail, batches[split].base_offset, batches[-1].last_offset),
     )
-    return SegmentRead(meta, parts, tuple(batches))
+    return SegmentRead(meta, parts, (0, cut))
 
 
 def _meta(end: int, size: int) -> RemoteLogSegmentMetadata:
@@ -191,7 +196,9 @@ def test_cut_before_keeps_views_of_the_batches_before_the_offset(cut_batch: int)
     offset = read.batches[cut_batch].base_offset
     (out,) = _cut_before([read], offset)
     kept = [b for b in read.batches if b.base_offset < offset]
-    assert out.batches == tuple(kept)
+    assert [(b.position, bytes(b.view)) for b in out.batches] == [
+        (b.position, bytes(b.view)) for b in kept
+    ]
     assert b"".join(bytes(p.data) for p in out.parts) == b"".join(bytes(b.view) for b in kept)
     assert out.last_offset == kept[-1].last_offset
     assert out.parts[-1].last_offset == kept[-1].last_offset
