@@ -78,7 +78,7 @@ def _default_factory() -> ServiceFactory:
     return open_service
 
 
-def _warm_up() -> None:
+def warm_up() -> None:
     """Compile (or load from numba's cache) the record loops before the first request, so no
     request, /healthz included, waits for them; a platform where they fail does not start."""
     try:
@@ -114,7 +114,7 @@ def create_app(
         async with factory(settings) as service:
             log.info("serving %s (key prefix %r)", settings.store, settings.key_prefix)
             if settings.compiled_records:  # off the loop, while the first scan runs
-                await asyncio.get_running_loop().run_in_executor(None, _warm_up)
+                await asyncio.get_running_loop().run_in_executor(None, warm_up)
             budget = ByteBudget(settings.inflight_bytes)
             threshold = settings.malloc_mmap_threshold or None
             collectors: list[Collector] = []  # a companion's metrics, shown on /metrics

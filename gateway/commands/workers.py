@@ -1,11 +1,13 @@
 """``serve --workers N``: N worker processes serving one listening socket.
 
 The gateway's work is mostly Python under the GIL, so one process uses one core. The
-supervisor (:func:`supervise`, the ``serve`` process itself) binds the socket, then starts N
-workers: fresh interpreters (``python -m gateway.commands.workers``) that inherit the socket
-and read their resolved :class:`~gateway.config.Settings` pickled on stdin, so flags,
-environment and TOML file reach them exactly, and nothing is parsed twice. The kernel hands
-each connection to one of the workers blocked in ``accept``.
+supervisor (:func:`supervise`, the ``serve`` process itself) binds the socket, loads what every
+worker runs (the app, the service, uvicorn, and the compiled record loops: numba and LLVM,
+~110 MiB) once, then forks N workers: the code and the loops are pages the workers share with
+the supervisor and with each other (issue 30: a worker's own memory is what it allocates), and
+the resolved :class:`~gateway.config.Settings` reach them as they are, so flags, environment
+and TOML file are parsed once. The kernel hands each connection to one of the workers blocked
+in ``accept``.
 
 Each worker is a whole gateway (its service, caches, catalog and metrics) with
 :meth:`Settings.per_worker` budgets: the memory, in-flight and GET budgets configured are the
@@ -32,13 +34,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gc
 import logging
 import os
-import pickle
+import random
 import signal
 import socket
 import ssl
-import subprocess
 import sys
 import threading
 import time
@@ -48,6 +50,7 @@ from types import FrameType
 from typing import TYPE_CHECKING, Any, Final
 
 from gateway.config import Settings
+from gateway.errors import ConfigurationError
 from gateway.service.protocol import Service
 from indexcache.share import DiskShare, set_current
 
@@ -79,7 +82,7 @@ ASGIApp = Callable[[Message, Receive, Send], Awaitable[None]]
 
 @dataclass(frozen=True, slots=True)
 class WorkerSpec:
-    """What a worker is handed on stdin."""
+    """What a worker is handed when it is forked."""
 
     settings: Settings
     share: DiskShare
@@ -225,12 +228,70 @@ def uvicorn_config(app: Any, settings: Settings) -> uvicorn.Config:
     )
 
 
-def worker_main() -> int:
-    """The worker process (``python -m gateway.commands.workers``), its spec on stdin."""
-    spec = pickle.load(sys.stdin.buffer)  # from the supervisor, our parent: trusted
-    if not isinstance(spec, WorkerSpec):
-        raise TypeError("expected a WorkerSpec on stdin")
-    return _run_worker(spec)
+def preload(settings: Settings) -> None:
+    """Load, in the supervisor, what every worker runs, so the forked workers share its pages:
+    the app, the service and uvicorn; the compiled record loops when they are on (a platform
+    where they fail does not start, as in one process)."""
+    from gateway.api.app import create_app, warm_up  # noqa: PLC0415, F401
+    from gateway.api.transport import guarded_protocol  # noqa: PLC0415, F401
+    from gateway.service.open import open_service  # noqa: PLC0415, F401
+
+    if settings.kafka_listener is not None:
+        from gateway.listener.server import listening  # noqa: PLC0415, F401
+    if settings.compiled_records:
+        warm_up()
+    gc.collect()
+    gc.freeze()  # the collector leaves the shared objects' pages alone in the workers
+
+
+class Forked:
+    """A forked worker, with the part of :class:`subprocess.Popen`'s interface the supervisor
+    uses (``pid``, :meth:`poll`, :meth:`send_signal`, :meth:`kill`)."""
+
+    def __init__(self, pid: int) -> None:
+        self.pid = pid
+        self.returncode: int | None = None
+
+    def poll(self) -> int | None:
+        if self.returncode is None:
+            pid, status = os.waitpid(self.pid, os.WNOHANG)
+            if pid:
+                self.returncode = os.waitstatus_to_exitcode(status)
+        return self.returncode
+
+    def send_signal(self, signum: int) -> None:
+        if self.returncode is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(self.pid, signum)
+
+    def kill(self) -> None:
+        self.send_signal(signal.SIGKILL)
+
+
+def fork_worker(spec: WorkerSpec, close: Sequence[int] = ()) -> Forked:
+    """Fork a worker that runs ``spec`` and exits with its status (``close``: the supervisor's
+    descriptors the worker must not hold)."""
+    pid = os.fork()
+    if pid:
+        return Forked(pid)
+    code = 1
+    try:  # the worker: never returns into the supervisor's code
+        for fd in close:
+            os.close(fd)
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            signal.signal(sig, signal.SIG_DFL)  # uvicorn installs its own as it starts
+        random.seed()  # not the sibling's sequence (retry jitter)
+        code = _run_worker(spec)
+    except SystemExit as exc:
+        code = exc.code if isinstance(exc.code, int) else 1
+    except BaseException:
+        log.exception("worker %d failed", spec.share.index)
+    finally:
+        with contextlib.suppress(Exception):
+            logging.shutdown()
+            sys.stdout.flush()
+            sys.stderr.flush()
+        os._exit(code)
 
 
 # --- the supervisor ----------------------------------------------------------------------------
@@ -264,7 +325,7 @@ class Supervisor:
         self._sock = sock
         self._kafka_fds = tuple(k.fileno() for k in kafka_sockets)
         self._since = time.time()
-        self._procs: dict[int, subprocess.Popen[bytes]] = {}
+        self._procs: dict[int, Forked] = {}
         self._started_at: dict[int, float] = {}
         self._started_pipes: dict[int, int] = {}  # read ends, until the worker says it serves
         self._serving: set[int] = set()
@@ -281,16 +342,9 @@ class Supervisor:
             restarted=index in self._served, kafka_fds=self._kafka_fds,
         )  # fmt: skip
         try:
-            proc = subprocess.Popen(
-                [sys.executable, "-m", "gateway.commands.workers"],
-                stdin=subprocess.PIPE,
-                pass_fds=[self._sock.fileno(), write_end, *self._kafka_fds],
-            )
+            proc = fork_worker(spec, close=[read_end, *self._started_pipes.values()])
         finally:
             os.close(write_end)
-        assert proc.stdin is not None
-        with contextlib.suppress(BrokenPipeError), proc.stdin:  # it died at once: reaped later
-            proc.stdin.write(pickle.dumps(spec))
         self._procs[index] = proc
         self._started_at[index] = time.monotonic()
         self._started_pipes[index] = read_end
@@ -389,18 +443,17 @@ def supervise(settings: Settings) -> int:
             for kafka_sock in kafka_sockets:
                 stack.callback(kafka_sock.close)
         host, port = sock.getsockname()[:2]
+        try:
+            preload(settings)
+        except ConfigurationError as exc:
+            log.error("%s", exc)
+            return WORKER_NOT_STARTED
         log.info("listening on %s:%d with %d workers", host, port, settings.workers)
         for kafka_sock in kafka_sockets:
             kafka_host, kafka_port = kafka_sock.getsockname()[:2]
             log.info("Kafka listener on %s:%d for %d workers", kafka_host, kafka_port,
                      settings.workers)  # fmt: skip
         return Supervisor(settings, sock, kafka_sockets).run()
-
-
-if __name__ == "__main__":  # run as a script: the spec's classes are those of the package
-    from gateway.commands.workers import worker_main as main
-
-    sys.exit(main())
 
 
 __all__ = ["Supervisor", "WorkerSpec", "served_by", "supervise", "worker_settings"]

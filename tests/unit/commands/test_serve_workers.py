@@ -5,22 +5,24 @@ from __future__ import annotations
 
 import argparse
 import os
-import pickle
 import re
 import socket
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import httpx
 import pytest
 
+from gateway.commands import workers
 from gateway.commands.serve import add_parser, add_setting_flags, settings_from_args
 from gateway.commands.workers import (
     WORKER_NOT_STARTED,
     Supervisor,
     WorkerSpec,
+    fork_worker,
     served_by,
     worker_settings,
 )
@@ -99,20 +101,28 @@ def test_each_worker_has_its_own_catalog_file(tmp_path: Path) -> None:
     assert worker_settings(no_state, 1).state_dir is None
 
 
-def test_a_worker_gets_the_resolved_settings_exactly(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+@pytest.mark.parametrize(("runs", "code"), [(lambda: 0, 0), (lambda: 3, 3), (lambda: 1 / 0, 1)])
+def test_a_forked_worker_runs_its_spec_and_exits_with_its_status(
+    monkeypatch: pytest.MonkeyPatch, runs: Callable[[], int], code: int
 ) -> None:
-    toml = tmp_path / "g.toml"
-    toml.write_text('store = "file:///x"\nchunk_cache_bytes = "1MiB"\n', encoding="utf-8")
-    monkeypatch.setenv("TIERED_GATEWAY_KEY_PAIRS", "k1=/keys/one.pem")
-    s = settings_from_args(_args(["--config", str(toml), "--workers", "2", "--port", "0"]))
-    spec = WorkerSpec(s, DiskShare(1, 2, 123.0), 7, 8, 1234)
-    back = pickle.loads(pickle.dumps(spec))
-    assert back == spec
-    assert back.settings.model_fields_set == s.model_fields_set
-    assert back.settings.key_pairs == ["k1=/keys/one.pem"]
-    monkeypatch.delenv("TIERED_GATEWAY_KEY_PAIRS")  # the worker does not read it again
-    assert pickle.loads(pickle.dumps(spec)).settings.key_pairs == ["k1=/keys/one.pem"]
+    """The worker is a fork of the supervisor: it runs the resolved settings it was given (no
+    parse again) and exits with what the run returned (1 when it raised), never returning
+    into the supervisor's code."""
+    s = Settings(store="file:///x", workers=2, key_pairs=["k1=/keys/one.pem"])
+    seen: list[Settings] = []
+
+    def run(spec: WorkerSpec) -> int:
+        seen.append(spec.settings)
+        if spec.settings is not s:
+            return 99
+        return runs()
+
+    monkeypatch.setattr(workers, "_run_worker", run)
+    worker = fork_worker(WorkerSpec(s, DiskShare(1, 2, 123.0), 7, 8, os.getpid()))
+    while worker.poll() is None:
+        time.sleep(0.01)
+    assert worker.returncode == code
+    assert seen == []  # the run was the child's, not this process's
 
 
 async def test_responses_name_the_worker() -> None:
