@@ -109,6 +109,7 @@ DIVIDED: Final = (
     "index_cache_bytes",
     "chunk_cache_bytes",
     "inflight_bytes",
+    "max_active_requests",
     "max_concurrent_gets",
     "get_rate_per_prefix",
     "max_connections",
@@ -342,6 +343,19 @@ class Settings(BaseSettings):
         "its page "
         "(max_bytes, or one NDJSON page) first; beyond it requests wait within their deadline, "
         "then get 503 overloaded",
+    )
+    max_active_requests: int = Field(
+        default=128,
+        ge=1,
+        description="data requests (records, NDJSON streams, offsets) running at once, all "
+        "workers together; beyond it they queue in arrival order for at most queue_wait_ms, and "
+        "one the recent rate of completions says would wait longer gets 503 overloaded at once",
+    )
+    queue_wait_ms: int = Field(
+        default=500,
+        ge=0,
+        description="the longest a data request waits for its turn (at most half of its "
+        "deadline), then 503 overloaded with Retry-After",
     )
 
     # --- who may read what (docs/security.md) -----------------------------------------------

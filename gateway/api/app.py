@@ -34,7 +34,7 @@ from gateway.config import Settings
 from gateway.errors import ConfigurationError
 from gateway.security.access import Access, access_for
 from gateway.security.audit import AuditLog
-from gateway.service.admission import ByteBudget
+from gateway.service.admission import ByteBudget, RequestGate
 from gateway.service.memory import heap_returned
 from gateway.service.protocol import Service
 
@@ -116,6 +116,7 @@ def create_app(
             if settings.compiled_records:  # off the loop, while the first scan runs
                 await asyncio.get_running_loop().run_in_executor(None, warm_up)
             budget = ByteBudget(settings.inflight_bytes)
+            gate = RequestGate(settings.max_active_requests, settings.queue_wait_ms / 1000)
             threshold = settings.malloc_mmap_threshold or None
             collectors: list[Collector] = []  # a companion's metrics, shown on /metrics
             beside = (
@@ -129,6 +130,7 @@ def create_app(
                     "service": service,
                     "settings": settings,
                     "budget": budget,
+                    "gate": gate,
                     "access": access,
                     "drain": draining,
                     "collectors": collectors,

@@ -69,14 +69,14 @@ class HeldResponse(Response):
             self._release()
 
 
-def release_once(release: Callable[[int], None], held: int) -> Callable[[], None]:
-    """``release(held)`` the first time the result is called, nothing after."""
+def release_once(release: Callable[[], object]) -> Callable[[], None]:
+    """``release()`` the first time the result is called, nothing after."""
     done = False
 
     def once() -> None:
         nonlocal done
         if not done:
             done = True
-            release(held)
+            release()
 
     return once

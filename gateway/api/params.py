@@ -24,7 +24,7 @@ from gateway.kafka.ints import INT32_MAX
 from gateway.kafka.topic import TOPIC_MAX_LENGTH as MAX_TOPIC_LENGTH
 from gateway.kafka.topic import TOPIC_PATTERN, validate_topic_name
 from gateway.security.access import Access
-from gateway.service.admission import ByteBudget
+from gateway.service.admission import ByteBudget, RequestGate
 from gateway.service.protocol import Service
 
 MAX_PARTITION: Final = INT32_MAX
@@ -117,6 +117,7 @@ class Context(NamedTuple):
     service: Service
     settings: Settings
     budget: ByteBudget
+    gate: RequestGate
 
 
 async def _context(request: Request) -> Context:
@@ -124,7 +125,12 @@ async def _context(request: Request) -> Context:
     state = request.state
     service = cast(Service, state.service)
     _check_ready(service, cast(Access, state.access).open)
-    return Context(service, cast(Settings, state.settings), cast(ByteBudget, state.budget))
+    return Context(
+        service,
+        cast(Settings, state.settings),
+        cast(ByteBudget, state.budget),
+        cast(RequestGate, state.gate),
+    )
 
 
 READY: Final = Depends(_require_ready)

@@ -275,7 +275,7 @@ def router() -> APIRouter:
         bounds.
         A key, value or header value not valid in the asked format: 422 `invalid_format`
         naming the offset (NDJSON: the stream's last line, after the records before it)."""
-        service, settings, budget = ctx
+        service, settings, budget, gate = ctx
         media_type = choose_media_type(request.headers.get("accept"))
         deadline = deadline_after(settings, query.timeout_ms)
         max_bytes = query.max_bytes
@@ -293,8 +293,20 @@ def router() -> APIRouter:
             page = min(settings.stream_page_bytes, total)  # a stream holds one page at a time
         else:
             total = page = max_bytes or settings.default_max_bytes
-        # The page's share of the bytes in flight, held until the response is sent.
-        release = release_once(budget.release, await budget.acquire(page, deadline))
+        # A turn among the data requests running, then the page's share of the bytes in
+        # flight: both held until the response is sent.
+        await gate.acquire(deadline)
+        try:
+            held = await budget.acquire(page, deadline)
+        except BaseException:
+            gate.release()
+            raise
+
+        def give_back() -> None:
+            budget.release(held)
+            gate.release()
+
+        release = release_once(give_back)
         try:
             response = await _respond(fetch, media_type, query.offset, total, page)
         except BaseException:

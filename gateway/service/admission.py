@@ -1,4 +1,7 @@
-"""Admission by bytes: a process-wide budget of response bytes in flight.
+"""Admission: a process-wide budget of response bytes in flight, and a gate on the data
+requests running at once.
+
+**Bytes** (:class:`ByteBudget`).
 
 Every data request reserves the most its answer may hold in memory at once (a JSON or raw
 page: its ``max_bytes``; an NDJSON stream: one page) before it reads anything, and gives it back
@@ -12,11 +15,20 @@ budget has room, so the waiting requests start a few at a time as others end, ne
 once to share the cores and the memory. A reservation larger than the whole budget is cut to
 the budget, so any single request can always run alone; Kafka's "at least one whole batch" may
 still exceed a page by one batch, which the budget's headroom covers.
+
+**Time** (:class:`RequestGate`, issue 30). Bytes do not bound latency: 200 clients asking for
+small warm pages all fit the byte budget and share the cores, so each page takes as long as
+all of them (p99 7.3 s at 200 users). At most ``active`` data requests run at once; the
+others wait in arrival order, each for at most ``max_wait_s`` (and at most ``wait_share`` of
+its deadline). A request that the recent rate of completions says would wait longer than that
+is refused at once, before it waits: beyond the rate the process sustains, clients learn it at
+once (503 ``overloaded`` with ``Retry-After``) while the requests taken keep their latency.
 """
 
 from __future__ import annotations
 
 import asyncio
+import time
 from collections import deque
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager, suppress
@@ -122,4 +134,103 @@ class ByteBudget:
                 return
             self._waiters.popleft()
             self.in_use += n
+            fut.set_result(None)
+
+
+RATE_WINDOW_S = 2.0  # completions counted for the rate that predicts a wait
+
+
+@dataclass(slots=True)
+class GateStats:
+    admitted: int = 0
+    waited: int = 0
+    refused: int = 0  # at once (the predicted wait was too long) or after waiting
+    refused_at_once: int = 0
+
+
+class RequestGate:
+    """At most ``active`` requests at once; FIFO beyond, within ``max_wait_s`` (see the module
+    docstring)."""
+
+    def __init__(self, active: int, max_wait_s: float, *, wait_share: float = 0.5) -> None:
+        if active <= 0:
+            raise ValueError(f"a request gate needs a positive size, not {active}")
+        self.active = active
+        self.max_wait_s = max_wait_s
+        self.wait_share = wait_share
+        self.running = 0
+        self.stats = GateStats()
+        self._waiters: deque[asyncio.Future[None]] = deque()
+        self._done: deque[float] = deque()  # completion times within the rate window
+
+    @property
+    def waiting(self) -> int:
+        return sum(1 for fut in self._waiters if not fut.done())
+
+    def rate(self, now: float | None = None) -> float:
+        """Completions per second over the last :data:`RATE_WINDOW_S`."""
+        now = time.monotonic() if now is None else now
+        while self._done and self._done[0] < now - RATE_WINDOW_S:
+            self._done.popleft()
+        return len(self._done) / RATE_WINDOW_S
+
+    def predicted_wait(self) -> float:
+        """How long a request arriving now would wait, by the recent rate (0: no rate yet)."""
+        rate = self.rate()
+        return (self.waiting + 1) / rate if rate > 0 else 0.0
+
+    async def acquire(self, deadline: Deadline) -> None:
+        """Take a turn, waiting in arrival order; :class:`OverloadedError` when the turn would
+        not come, or did not, within the wait allowed."""
+        if self.running < self.active and not self.waiting:
+            self.running += 1
+            self.stats.admitted += 1
+            return
+        limit = min(self.max_wait_s, max(deadline.remaining(), 0.0) * self.wait_share)
+        predicted = self.predicted_wait()
+        if predicted > limit:
+            self.stats.refused += 1
+            self.stats.refused_at_once += 1
+            raise self._overloaded(f"a wait of {predicted:.2f} s predicted")
+        fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._waiters.append(fut)
+        try:
+            if limit > 0:
+                await asyncio.wait({fut}, timeout=limit)
+        except BaseException:
+            self._give_up(fut)
+            raise
+        if fut.done() and not fut.cancelled():
+            self.stats.waited += 1
+            return
+        self._give_up(fut)
+        self.stats.refused += 1
+        raise self._overloaded(f"no turn within {limit:.2f} s")
+
+    def release(self) -> None:
+        self.running -= 1
+        self._done.append(time.monotonic())
+        self._grant()
+
+    def _overloaded(self, why: str) -> OverloadedError:
+        return OverloadedError(
+            f"{self.running} data requests running (at most {self.active}), "
+            f"{self.waiting} waiting: {why}; try again later"
+        )
+
+    def _give_up(self, fut: asyncio.Future[None]) -> None:
+        if fut.done() and not fut.cancelled():  # granted just as its waiter gave up
+            self.running -= 1
+            self._grant()
+            return
+        fut.cancel()
+        with suppress(ValueError):
+            self._waiters.remove(fut)
+
+    def _grant(self) -> None:
+        while self._waiters and self.running < self.active:
+            fut = self._waiters.popleft()
+            if fut.done():
+                continue
+            self.running += 1
             fut.set_result(None)

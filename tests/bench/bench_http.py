@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import os
 import tempfile
+import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -38,9 +39,11 @@ from tests.bench.http_load import (
     warm_pass,
 )
 from tests.bench.http_peer import naive_peer
-from tests.bench.http_procs import nginx_binary, start_nginx
+from tests.bench.http_procs import nginx_binary, start_nginx, tree_pss_mib
 from tests.bench.http_report import Results
 from tests.integration.serve import start_serve, stop, wait_ready
+
+IDLE_S = 3.0  # after /readyz, before the idle memory is read
 
 Walker = Callable[[str, Window, int, int], tuple[Step, Conn]]
 Make = Callable[[int, int], tuple[Step, Conn]]
@@ -78,9 +81,13 @@ def _best(args: argparse.Namespace, make: Make, pid: int, name: str, out: Result
 def run_gateway(args: argparse.Namespace, bucket: BenchBucket, work: Path, out: Results) -> None:
     records, _ = _window(bucket, args.window_mib)
     log = work / "serve.log"
-    proc, url = start_serve(["--store", bucket.store_url, "--key-prefix", KEY_PREFIX], log)
+    proc, url = start_serve(
+        ["--store", bucket.store_url, "--key-prefix", KEY_PREFIX], log, defaults=True
+    )
     try:
         wait_ready(url, proc, log)
+        time.sleep(IDLE_S)
+        out.memory["idle"] = tree_pss_mib(proc.pid)
         warm_pass(url, TOPIC, records, 8 * MiB)
         cases = [
             ("json", json_walker, Window(TOPIC, records, args.max_bytes)),
@@ -89,6 +96,8 @@ def run_gateway(args: argparse.Namespace, bucket: BenchBucket, work: Path, out: 
         ]
         for name, walker, window in cases:
             out.gateway[name] = _best(args, _bind(walker, url, window), proc.pid, name, out)
+        out.memory["after"] = tree_pss_mib(proc.pid)
+        print(f"  memory (summed PSS, MiB): {http_report.memory_text(out)}", flush=True)
     finally:
         stop(proc)
 

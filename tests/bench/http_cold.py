@@ -109,6 +109,37 @@ def _read_all(url: str, targets: list[int], ask: int) -> list[float]:
     return _concurrent(url, requests, check)
 
 
+def _ranges(bucket: BenchBucket, reads: int, ask: int) -> list[tuple[str, int, int]]:
+    """The cold reads' slots as (``.log`` path under the bucket root, first byte, size): the
+    bytes the gateway's reads ask for, as ranges of the objects that hold them."""
+    starts, position = [], 0
+    for log in bucket.logs:
+        starts.append(position)
+        position += log.stat().st_size
+    out = []
+    for slot in _slots(bucket, reads, ask, seed=15):
+        at = slot * ask
+        i = bisect.bisect_right(starts, at) - 1
+        log, local = bucket.logs[i], at - starts[i]
+        out.append(
+            (log.relative_to(bucket.root).as_posix(), local, min(ask, log.stat().st_size - local))
+        )
+    return out
+
+
+def _read_ranges(url: str, prefix: str, ranges: list[tuple[str, int, int]]) -> list[float]:
+    """Every range at once with the gateway's client (``prefix``: before the object path)."""
+    requests = [
+        (f"{prefix}/{path}", {"Range": f"bytes={at}-{at + size - 1}"}) for path, at, size in ranges
+    ]
+
+    def check(i: int, status: int, headers: dict[str, str], body: bytes) -> None:
+        if status != 206 or len(body) != ranges[i][2]:
+            raise RuntimeError(f"range {requests[i]}: HTTP {status}, {len(body)} bytes")
+
+    return _concurrent(url, requests, check)
+
+
 def _nginx_floor(bucket: BenchBucket, work: Path, reads: int, ask: int) -> list[float] | None:
     """The same slots as byte ranges of the ``.log`` files, read at once from nginx (page
     cache, no latency, no checks): what this machine's client and loopback alone take; None
@@ -116,27 +147,9 @@ def _nginx_floor(bucket: BenchBucket, work: Path, reads: int, ask: int) -> list[
     binary = nginx_binary()
     if binary is None:
         return None
-    starts, position = [], 0
-    for log in bucket.logs:
-        starts.append(position)
-        position += log.stat().st_size
-    requests, sizes = [], []
-    for slot in _slots(bucket, reads, ask, seed=15):
-        at = slot * ask
-        i = bisect.bisect_right(starts, at) - 1
-        log, local = bucket.logs[i], at - starts[i]
-        size = min(ask, log.stat().st_size - local)
-        path = "/" + log.relative_to(bucket.root).as_posix()
-        requests.append((path, {"Range": f"bytes={local}-{local + size - 1}"}))
-        sizes.append(size)
-
-    def check(i: int, status: int, headers: dict[str, str], body: bytes) -> None:
-        if status != 206 or len(body) != sizes[i]:
-            raise RuntimeError(f"nginx range {requests[i]}: HTTP {status}, {len(body)} bytes")
-
     nginx = start_nginx(binary, bucket.root, work / "nginx-cold", os.cpu_count() or 1)
     try:
-        return _concurrent(nginx.url, requests, check)
+        return _read_ranges(nginx.url, "", _ranges(bucket, reads, ask))
     finally:
         nginx.stop()
 
@@ -190,6 +203,8 @@ def run_cold(bucket: BenchBucket, work: Path, reads: int, ask: int) -> Cold:
             after = httpx.get(f"{endpoint}/_stats").json()
         finally:
             stop(proc)
+        # The peer: the same client reading the same ranges straight from the same store.
+        direct = _read_ranges(endpoint, f"/{BUCKET}", _ranges(bucket, reads, ask))
     finally:
         s3.terminate()
         s3.wait(timeout=10)
@@ -216,4 +231,5 @@ def run_cold(bucket: BenchBucket, work: Path, reads: int, ask: int) -> Cold:
             f"p99 {floor[98] * 1e3:.0f} ms"
         ),
         nginx_p99_s=None if nginx is None else statistics.quantiles(nginx, n=100)[98],
+        direct_p99_s=statistics.quantiles(direct, n=100)[98],
     )

@@ -29,22 +29,44 @@ def _stat(pid: int) -> tuple[int, float] | None:
 def tree_cpu_s(root: int) -> float:
     """utime + stime of ``root`` and of its live descendants (workers of nginx, or of a server
     with several worker processes), without the children's waited-for times."""
+    return sum(stat[1] for pid in tree_pids(root) if (stat := _stat(pid)) is not None)
+
+
+def tree_pids(root: int) -> list[int]:
+    """``root`` and its live descendants."""
     parents: dict[int, int] = {}
-    cpu: dict[int, float] = {}
     for name in os.listdir("/proc"):
         if name.isdigit():
             stat = _stat(int(name))
             if stat is not None:
-                parents[int(name)], cpu[int(name)] = stat
-    total = 0.0
-    for pid, seconds in cpu.items():
+                parents[int(name)] = stat[0]
+    out = []
+    for pid in parents:
         p = pid
         while p > 1:
             if p == root:
-                total += seconds
+                out.append(pid)
                 break
             p = parents.get(p, 0)
-    return total
+    return out
+
+
+def pss_mib(pid: int) -> float:
+    """The proportional set size of ``pid`` (``/proc/PID/smaps_rollup``), MiB; 0 once gone."""
+    try:
+        with open(f"/proc/{pid}/smaps_rollup", encoding="ascii") as f:
+            for line in f:
+                if line.startswith("Pss:"):
+                    return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    return 0.0
+
+
+def tree_pss_mib(root: int) -> tuple[float, list[float]]:
+    """The summed PSS of ``root``'s tree and each process's, MiB."""
+    each = [pss_mib(pid) for pid in sorted(tree_pids(root))]
+    return sum(each), each
 
 
 def self_cpu_s() -> float:

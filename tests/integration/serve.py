@@ -17,11 +17,15 @@ import httpx
 from tests.fixtures.ports import LOCALHOST, listening_port
 
 
-def start_serve(args: Sequence[str], log_path: Path) -> tuple[subprocess.Popen[bytes], str]:
+def start_serve(
+    args: Sequence[str], log_path: Path, *, defaults: bool = False
+) -> tuple[subprocess.Popen[bytes], str]:
     """Start ``serve`` with ``args`` on a port it picks (``--port 0``), its output to
     ``log_path``; the process and its base URL once it listens (not yet ready). One worker
-    process unless ``args`` say otherwise (or ``SERVE_WORKERS``, for the benchmarks)."""
-    args = ["--workers", os.environ.get("SERVE_WORKERS", "1"), *args]
+    process unless ``args`` say otherwise (or ``SERVE_WORKERS``), or, with ``defaults`` (the
+    benchmarks), serve's own default."""
+    if not defaults:
+        args = ["--workers", os.environ.get("SERVE_WORKERS", "1"), *args]
     env = {k: v for k, v in os.environ.items() if not k.startswith("TIERED_GATEWAY_")}
     env.setdefault("AWS_ACCESS_KEY_ID", "testing")
     env.setdefault("AWS_SECRET_ACCESS_KEY", "testing")

@@ -10,7 +10,7 @@ from fastapi import FastAPI
 from fastapi.testclient import TestClient
 
 from gateway.deadline import Deadline
-from gateway.service.admission import ByteBudget
+from gateway.service.admission import ByteBudget, RequestGate
 from tests.unit.api.conftest import DEFAULT_MAX_BYTES
 
 URL = "/v1/topics/orders/partitions/0/records"
@@ -61,3 +61,34 @@ def test_a_failed_request_gives_its_share_back(held: TestClient, budget: ByteBud
     r = held.get(URL, params={"offset": 10**12})
     assert r.status_code == 416, r.text
     assert budget.in_use == 0 and budget.stats.admitted == 1
+
+
+@pytest.fixture
+def gated(app: FastAPI) -> Iterator[tuple[TestClient, RequestGate]]:
+    gate = RequestGate(1, max_wait_s=0)
+    with TestClient(app, base_url="http://localhost") as c:
+        c.app_state["gate"] = gate
+        yield c, gate
+
+
+@pytest.mark.parametrize(
+    "accept", ["application/json", "application/x-ndjson", "application/octet-stream"]
+)
+def test_every_turn_is_given_back_and_a_full_gate_answers_overloaded(
+    gated: tuple[TestClient, RequestGate], accept: str
+) -> None:
+    """Issue 30: a data request takes a turn among those running; every response, streamed
+    or failed, gives it back; with every turn taken and no wait allowed: 503 overloaded."""
+    client, gate = gated
+    for offset in (0, 10**12):  # an answer, a failure (416)
+        r = client.get(URL, params={"offset": offset}, headers={"Accept": accept})
+        assert r.status_code in {200, 416}, r.text
+        assert gate.running == 0
+    assert client.portal is not None
+    client.portal.call(gate.acquire, Deadline.after(60))
+    r = client.get(URL, params={"offset": 0}, headers={"Accept": accept})
+    assert r.status_code == 503, r.text
+    assert (r.json()["error_code"], r.json()["retriable"]) == ("overloaded", True)
+    assert "Retry-After" in r.headers
+    gate.release()
+    assert client.get(URL, params={"offset": 0}).status_code == 200

@@ -14,7 +14,7 @@ from tests.bench.http_bucket import KEY, bench_bucket
 from tests.bench.http_load import Measured
 from tests.bench.http_peer import decode_log
 from tests.bench.http_procs import self_cpu_s, tree_cpu_s
-from tests.bench.http_report import Results
+from tests.bench.http_report import Cold, Results
 
 BURN = """import sys, time
 while time.process_time() < 0.3:
@@ -57,20 +57,27 @@ def test_tree_cpu_counts_live_descendants() -> None:
 
 
 def _results() -> Results:
-    m = Measured(units=600_000, requests=10, wall_s=2.0, server_cpu_s=1.0, client_cpu_s=0.5)
+    m = Measured(units=1_200_000, requests=10, wall_s=2.0, server_cpu_s=1.0, client_cpu_s=0.5)
     r = Results(args={"records": 10, "segments": 1, "segment_mib": 1, "log_mib": 2.0,
                       "window_mib": 1, "clients": 1, "repeats": 1, "seconds": 1.0,
                       "max_bytes": 2**20, "ndjson_bytes": 2**20})  # fmt: skip
-    r.gateway = {"json": m, "ndjson": Measured(400_000, 10, 2.0, 1.0, 0.5)}
+    r.gateway = {"json": m, "ndjson": Measured(800_000, 10, 2.0, 1.0, 0.5)}
+    r.memory["idle"] = (330.0, [100.0, 120.0, 110.0])  # the supervisor and two workers
     return r
 
 
 def test_verdicts_follow_the_goals() -> None:
     rows = {row[0].split(":")[0]: row for row in http_report.rows(_results())}
-    assert rows["warm JSON"][-1] == "**pass**"  # 600 k >= 500 k
-    assert rows["warm NDJSON"][-1] == "fail"  # 400 k < 500 k
+    assert rows["warm JSON"][-1] == "**pass**"  # 1.2 M >= 1 M
+    assert rows["warm NDJSON"][-1] == "fail"  # 800 k < 1 M
     assert rows["warm raw"][-1] == "not measured"
     assert rows["cold reads"][-1] == "not measured"
+    assert rows["memory idle"][-1] == "fail"  # 330 MiB over 2 workers: 165 > 150 per worker
+    r = _results()
+    r.cold = Cold(100, 0.2, 0.5, 0.06, "", direct_p99_s=0.3)
+    assert {row[0].split(":")[0]: row for row in http_report.rows(r)}["cold reads"][
+        -1
+    ] == "**pass**"
 
 
 def test_docs_section_is_appended_once_then_replaced(tmp_path: Path) -> None:

@@ -1,0 +1,91 @@
+"""The request gate (issue 30): at most ``active`` data requests at once, the others in
+arrival order within their wait, and a refusal at once when the recent rate says the wait
+would be too long. No verdict here waits on a clock: turns are handed over by releases, and
+the rate is set by the completions recorded."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+import pytest
+
+from gateway.deadline import Deadline
+from gateway.errors import OverloadedError
+from gateway.service.admission import RequestGate
+
+
+def _later() -> Deadline:
+    return Deadline.after(600)
+
+
+async def _settle() -> None:
+    """Let the woken tasks run (loop turns, no clock)."""
+    for _ in range(20):
+        await asyncio.sleep(0)
+
+
+async def test_turns_go_in_arrival_order() -> None:
+    gate = RequestGate(2, max_wait_s=600)
+    await gate.acquire(_later())
+    await gate.acquire(_later())
+    order: list[int] = []
+
+    async def wait(i: int) -> None:
+        await gate.acquire(_later())
+        order.append(i)
+
+    waiters = [asyncio.create_task(wait(i)) for i in range(3)]
+    await asyncio.sleep(0)
+    assert gate.running == 2 and gate.waiting == 3 and order == []
+    gate.release()
+    await _settle()
+    assert order == [0]
+    gate.release()
+    gate.release()
+    await asyncio.gather(*waiters)
+    assert order == [0, 1, 2] and gate.running == 2
+    assert (gate.stats.admitted, gate.stats.waited, gate.stats.refused) == (2, 3, 0)
+
+
+async def test_a_wait_the_rate_says_is_too_long_is_refused_at_once() -> None:
+    gate = RequestGate(1, max_wait_s=0.5)
+    await gate.acquire(_later())
+    gate._done.append(time.monotonic())
+    assert gate.predicted_wait() == pytest.approx(2.0)
+    with pytest.raises(OverloadedError, match="predicted"):
+        await gate.acquire(_later())
+    assert gate.stats.refused_at_once == 1 and gate.waiting == 0 and gate.running == 1
+
+
+async def test_no_wait_allowed_refuses_when_every_turn_is_taken() -> None:
+    gate = RequestGate(1, max_wait_s=0)
+    await gate.acquire(_later())
+    with pytest.raises(OverloadedError, match="no turn"):
+        await gate.acquire(_later())
+    gate.release()
+    await gate.acquire(_later())  # a free turn is taken at once
+    assert gate.running == 1
+
+
+async def test_a_waiter_that_goes_away_gives_its_place_up() -> None:
+    gate = RequestGate(1, max_wait_s=600)
+    await gate.acquire(_later())
+    gone = asyncio.create_task(gate.acquire(_later()))
+    await asyncio.sleep(0)
+    stays = asyncio.create_task(gate.acquire(_later()))
+    await asyncio.sleep(0)
+    gone.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await gone
+    gate.release()
+    await stays
+    assert gate.running == 1 and gate.waiting == 0
+
+
+async def test_overloaded_is_a_retriable_503() -> None:
+    assert (OverloadedError.status, OverloadedError.code, OverloadedError.retriable) == (
+        503,
+        "overloaded",
+        True,
+    )
