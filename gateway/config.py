@@ -109,7 +109,7 @@ DIVIDED: Final = (
     "index_cache_bytes",
     "chunk_cache_bytes",
     "inflight_bytes",
-    "max_active_requests",
+    "max_active_pages",
     "max_concurrent_gets",
     "get_rate_per_prefix",
     "max_connections",
@@ -344,18 +344,25 @@ class Settings(BaseSettings):
         "(max_bytes, or one NDJSON page) first; beyond it requests wait within their deadline, "
         "then get 503 overloaded",
     )
-    max_active_requests: int = Field(
-        default=128,
+    max_active_pages: int = Field(
+        default_factory=lambda: 4 * usable_cpus(),
         ge=1,
-        description="data requests (records, NDJSON streams, offsets) running at once, all "
-        "workers together; beyond it they queue in arrival order for at most queue_wait_ms, and "
-        "one the recent rate of completions says would wait longer gets 503 overloaded at once",
+        description="JSON/NDJSON pages decoded and written at once, all workers together "
+        "(default: 4 per usable core); beyond it pages queue in arrival order for at most "
+        "queue_wait_ms, and a request the recent rate says would wait longer gets 503 overloaded "
+        "at once (a stream's later pages wait their turn)",
+    )
+    max_loop_lag_ms: int = Field(
+        default=100,
+        ge=0,
+        description="while a worker's event loop runs later than this, new data requests get "
+        "503 overloaded at once (0: never)",
     )
     queue_wait_ms: int = Field(
         default=500,
         ge=0,
-        description="the longest a data request waits for its turn (at most half of its "
-        "deadline), then 503 overloaded with Retry-After",
+        description="the longest a request's first page waits for its turn (at most half of "
+        "its deadline), then 503 overloaded with Retry-After",
     )
 
     # --- who may read what (docs/security.md) -----------------------------------------------

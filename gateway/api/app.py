@@ -34,7 +34,7 @@ from gateway.config import Settings
 from gateway.errors import ConfigurationError
 from gateway.security.access import Access, access_for
 from gateway.security.audit import AuditLog
-from gateway.service.admission import ByteBudget, RequestGate
+from gateway.service.admission import ByteBudget, LoopLag, RequestGate
 from gateway.service.memory import heap_returned
 from gateway.service.protocol import Service
 
@@ -115,8 +115,11 @@ def create_app(
             log.info("serving %s (key prefix %r)", settings.store, settings.key_prefix)
             if settings.compiled_records:  # off the loop, while the first scan runs
                 await asyncio.get_running_loop().run_in_executor(None, warm_up)
-            budget = ByteBudget(settings.inflight_bytes)
-            gate = RequestGate(settings.max_active_requests, settings.queue_wait_ms / 1000)
+            wait_s = settings.queue_wait_ms / 1000
+            budget = ByteBudget(settings.inflight_bytes, max_wait_s=wait_s)
+            lag = LoopLag(settings.max_loop_lag_ms / 1000)
+            gate = RequestGate(settings.max_active_pages, wait_s, lag=lag)
+            lag_task = asyncio.create_task(lag.run(), name="loop-lag")
             threshold = settings.malloc_mmap_threshold or None
             collectors: list[Collector] = []  # a companion's metrics, shown on /metrics
             beside = (
@@ -124,17 +127,19 @@ def create_app(
                 if companion
                 else nullcontext()
             )
-            # freed response memory back to the system
-            async with heap_returned(budget, mmap_threshold=threshold), beside:
-                yield {
-                    "service": service,
-                    "settings": settings,
-                    "budget": budget,
-                    "gate": gate,
-                    "access": access,
-                    "drain": draining,
-                    "collectors": collectors,
-                }
+            try:  # freed response memory back to the system
+                async with heap_returned(budget, mmap_threshold=threshold), beside:
+                    yield {
+                        "service": service,
+                        "settings": settings,
+                        "budget": budget,
+                        "gate": gate,
+                        "access": access,
+                        "drain": draining,
+                        "collectors": collectors,
+                    }
+            finally:
+                lag_task.cancel()
         if audit is not None:
             audit.close()
         log.info("service closed")

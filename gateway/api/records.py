@@ -39,9 +39,9 @@ is returned even when it is larger, so a page may exceed it by one batch.
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass
-from typing import Annotated, Final
+from typing import Annotated, Final, TypeVar
 
 from fastapi import APIRouter, Query, Request
 from pydantic import BaseModel, ConfigDict, Field
@@ -78,6 +78,7 @@ from gateway.api.render import (
 )
 from gateway.deadline import Deadline
 from gateway.errors import GatewayError, InvalidFormatError, InvalidRequestError
+from gateway.service.admission import RequestGate
 from gateway.service.protocol import Service
 from gateway.service.types import FetchedRecord, FetchResult, IsolationLevel
 
@@ -124,6 +125,10 @@ _OK: Final = {
 }
 
 
+T = TypeVar("T")
+Render = Callable[["_Fetch", FetchResult, Sequence[FetchedRecord]], Awaitable[T]]
+
+
 @dataclass(frozen=True, slots=True)
 class _Fetch:
     service: Service
@@ -133,6 +138,7 @@ class _Fetch:
     deadline: Deadline
     encoders: Encoders
     state: State  # the request's: where the audit log finds the offsets served
+    gate: RequestGate  # turns for the CPU of a page: decoding and writing it
 
     async def batches(self, offset: int, max_bytes: int) -> FetchResult:
         result = await self.service.fetch(
@@ -147,10 +153,15 @@ class _Fetch:
         return result
 
     async def page(
-        self, offset: int, max_bytes: int
-    ) -> tuple[FetchResult, Sequence[FetchedRecord]]:
+        self, offset: int, max_bytes: int, render: Render[T], *, admitted: bool = False
+    ) -> tuple[FetchResult, T]:
+        """A page's batches, then its records decoded and rendered in one turn of the gate
+        (the read itself, which may wait on the store, takes none); ``admitted``: a stream's
+        later page, which waits for its turn rather than being refused."""
         result = await self.batches(offset, max_bytes)
-        return result, await self.service.decode(result, offset, self.isolation)
+        async with self.gate.turn(self.deadline, admitted=admitted):
+            records = await self.service.decode(result, offset, self.isolation)
+            return result, await render(self, result, records)
 
 
 async def _lines(
@@ -199,11 +210,10 @@ async def _stream(
             done = used >= budget or offset >= readable_end(result)  # never ask at the LSO
             if done or fetch.deadline.remaining() <= 0 or fetch.state.drain.is_set():
                 break  # the closing line says where to go on (the server may be stopping)
-            result, records = await fetch.page(offset, min(page_bytes, budget - used))
+            asked = min(page_bytes, budget - used)
+            result, lines = await fetch.page(offset, asked, _lines, admitted=True)
             if result.next_offset <= offset:  # no progress: never loop on the same offset
                 break
-            lines = await _lines(fetch, result, records)
-            del records  # the page's columns, once its text is written
             used += batch_bytes(result)
             offset = result.next_offset
     except _UnfitError as unfit:
@@ -286,27 +296,24 @@ def router() -> APIRouter:
             )
         encoders = Encoders.of(query.key_format, query.value_format, query.header_format)
         fetch = _Fetch(
-            service, topic, partition, query.isolation_level, deadline, encoders, request.state
+            service,
+            topic,
+            partition,
+            query.isolation_level,
+            deadline,
+            encoders,
+            request.state,
+            gate,
         )
         if media_type == NDJSON:
             total = max_bytes or settings.max_response_bytes
             page = min(settings.stream_page_bytes, total)  # a stream holds one page at a time
         else:
             total = page = max_bytes or settings.default_max_bytes
-        # A turn among the data requests running, then the page's share of the bytes in
-        # flight: both held until the response is sent.
-        await gate.acquire(deadline)
-        try:
-            held = await budget.acquire(page, deadline)
-        except BaseException:
-            gate.release()
-            raise
-
-        def give_back() -> None:
-            budget.release(held)
-            gate.release()
-
-        release = release_once(give_back)
+        gate.admit()  # not while the event loop runs late
+        # The page's share of the bytes in flight, held until the response is sent.
+        held = await budget.acquire(page, deadline)
+        release = release_once(lambda: budget.release(held))
         try:
             response = await _respond(fetch, media_type, query.offset, total, page)
         except BaseException:
@@ -320,9 +327,8 @@ def router() -> APIRouter:
 async def _respond(fetch: _Fetch, media_type: str, offset: int, total: int, page: int) -> Response:
     """The answer in ``media_type``: ``total`` batch bytes at most, ``page`` at a time."""
     if media_type == NDJSON:
-        result, records = await fetch.page(offset, page)
         try:
-            lines = await _lines(fetch, result, records)
+            result, lines = await fetch.page(offset, page, _lines)
         except _UnfitError as unfit:
             if not unfit.lines:  # the first record: nothing to stream before the error
                 raise unfit.error from None
@@ -333,7 +339,12 @@ async def _respond(fetch: _Fetch, media_type: str, offset: int, total: int, page
         return BuffersResponse(
             [b.data for b in result.batches], media_type=RAW, headers=raw_headers(result)
         )
-    result, records = await fetch.page(offset, total)
-    large = is_large(result, records)
-    body = await off_loop(large, records_document, result, records, fetch.encoders)
+    _, body = await fetch.page(offset, total, _document)
     return Response(body, media_type="application/json")
+
+
+async def _document(
+    fetch: _Fetch, result: FetchResult, records: Sequence[FetchedRecord]
+) -> bytes | memoryview:
+    large = is_large(result, records)
+    return await off_loop(large, records_document, result, records, fetch.encoders)

@@ -18,11 +18,18 @@ still exceed a page by one batch, which the budget's headroom covers.
 
 **Time** (:class:`RequestGate`, issue 30). Bytes do not bound latency: 200 clients asking for
 small warm pages all fit the byte budget and share the cores, so each page takes as long as
-all of them (p99 7.3 s at 200 users). At most ``active`` data requests run at once; the
-others wait in arrival order, each for at most ``max_wait_s`` (and at most ``wait_share`` of
-its deadline). A request that the recent rate of completions says would wait longer than that
-is refused at once, before it waits: beyond the rate the process sustains, clients learn it at
-once (503 ``overloaded`` with ``Retry-After``) while the requests taken keep their latency.
+all of them (p99 7.3 s at 200 users). The gate hands out turns for the CPU part of a request:
+at most ``active`` pages are decoded and written at once (the read before, which may wait on
+the store, takes no turn); the others wait in arrival order, each for at most ``max_wait_s``
+(and at most ``wait_share`` of its deadline). A request that the recent rate of turns says
+would wait longer than that is refused at once, before it waits: beyond the rate the process
+sustains, clients learn it at once (503 ``overloaded`` with ``Retry-After``) while the pages
+taken keep their latency. A stream's later pages wait their turn within the deadline.
+
+The CPU a request spends outside its turns (parsing, the read, the send) shows as the event
+loop running late: :class:`LoopLag` measures how late a timer fires (the most over the last
+:data:`LAG_WINDOW` ticks), and while it is over its bound every new data request is refused
+at once, raw ones included: a late loop makes every request on it late.
 """
 
 from __future__ import annotations
@@ -52,13 +59,18 @@ class BudgetStats:
 class ByteBudget:
     """A FIFO-fair counting budget of bytes (one per process, shared by every request)."""
 
-    def __init__(self, capacity: int, *, wait_share: float = 0.5) -> None:
+    def __init__(
+        self, capacity: int, *, wait_share: float = 0.5, max_wait_s: float | None = None
+    ) -> None:
+        """``max_wait_s``: the longest any request waits, whatever its deadline (issue 30: a
+        request that cannot start soon is refused rather than queued until it is late)."""
         if capacity <= 0:
             raise ValueError(f"a byte budget needs a positive capacity, not {capacity}")
         if not 0 <= wait_share <= 1:
             raise ValueError(f"wait_share is a share of the deadline, not {wait_share}")
         self.capacity = capacity
         self.wait_share = wait_share
+        self.max_wait_s = max_wait_s
         self.in_use = 0
         self.stats = BudgetStats()
         self._waiters: deque[tuple[int, asyncio.Future[None]]] = deque()
@@ -78,8 +90,9 @@ class ByteBudget:
 
     def wait_limit(self, deadline: Deadline) -> float:
         """The longest a request arriving now with ``deadline`` waits: ``wait_share`` of what is
-        left of it (0 when it has passed)."""
-        return max(deadline.remaining(), 0.0) * self.wait_share
+        left of it (0 when it has passed), at most ``max_wait_s``."""
+        limit = max(deadline.remaining(), 0.0) * self.wait_share
+        return limit if self.max_wait_s is None else min(limit, self.max_wait_s)
 
     async def acquire(self, nbytes: int, deadline: Deadline) -> int:
         """Reserve ``nbytes`` (cut to ``[1, capacity]``), waiting in arrival order for at most
@@ -92,8 +105,8 @@ class ByteBudget:
         fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         entry = (n, fut)
         self._waiters.append(entry)
+        limit = self.wait_limit(deadline)
         try:
-            limit = self.wait_limit(deadline)
             if limit > 0:
                 await asyncio.wait({fut}, timeout=limit)
         except BaseException:  # cancelled while waiting (the client went away)
@@ -106,7 +119,7 @@ class ByteBudget:
         self.stats.refused += 1
         raise OverloadedError(
             f"{self.in_use} of {self.capacity} response bytes in flight; {n} more did not free "
-            f"up within {self.wait_share:.0%} of the request's deadline"
+            f"up within {limit:.2f} s"
         )
 
     def release(self, n: int) -> None:
@@ -138,6 +151,35 @@ class ByteBudget:
 
 
 RATE_WINDOW_S = 2.0  # completions counted for the rate that predicts a wait
+LAG_TICK_S = 0.05
+LAG_WINDOW = 6  # ticks: the lag is the most of the last 0.3 s
+
+
+class LoopLag:
+    """How late the event loop runs: a timer every :data:`LAG_TICK_S`, the most it fired late
+    over the last :data:`LAG_WINDOW` ticks (:meth:`run` is the task that measures)."""
+
+    def __init__(self, bound_s: float) -> None:
+        self.bound_s = bound_s
+        self._late: deque[float] = deque(maxlen=LAG_WINDOW)
+
+    @property
+    def lag_s(self) -> float:
+        return max(self._late, default=0.0)
+
+    @property
+    def over(self) -> bool:
+        return self.bound_s > 0 and self.lag_s > self.bound_s
+
+    def record(self, late_s: float) -> None:
+        self._late.append(max(late_s, 0.0))
+
+    async def run(self) -> None:
+        loop = asyncio.get_running_loop()
+        while True:
+            start = loop.time()
+            await asyncio.sleep(LAG_TICK_S)
+            self.record(loop.time() - start - LAG_TICK_S)
 
 
 @dataclass(slots=True)
@@ -146,15 +188,24 @@ class GateStats:
     waited: int = 0
     refused: int = 0  # at once (the predicted wait was too long) or after waiting
     refused_at_once: int = 0
+    refused_late: int = 0  # the event loop ran late
 
 
 class RequestGate:
     """At most ``active`` requests at once; FIFO beyond, within ``max_wait_s`` (see the module
     docstring)."""
 
-    def __init__(self, active: int, max_wait_s: float, *, wait_share: float = 0.5) -> None:
+    def __init__(
+        self,
+        active: int,
+        max_wait_s: float,
+        *,
+        wait_share: float = 0.5,
+        lag: LoopLag | None = None,
+    ) -> None:
         if active <= 0:
             raise ValueError(f"a request gate needs a positive size, not {active}")
+        self.lag = lag if lag is not None else LoopLag(0.0)
         self.active = active
         self.max_wait_s = max_wait_s
         self.wait_share = wait_share
@@ -174,20 +225,40 @@ class RequestGate:
             self._done.popleft()
         return len(self._done) / RATE_WINDOW_S
 
+    def admit(self) -> None:
+        """A new data request may start: :class:`OverloadedError` while the event loop runs
+        later than its bound."""
+        if self.lag.over:
+            self.stats.refused += 1
+            self.stats.refused_late += 1
+            raise self._overloaded(f"the event loop runs {self.lag.lag_s * 1e3:.0f} ms late")
+
     def predicted_wait(self) -> float:
         """How long a request arriving now would wait, by the recent rate (0: no rate yet)."""
         rate = self.rate()
         return (self.waiting + 1) / rate if rate > 0 else 0.0
 
-    async def acquire(self, deadline: Deadline) -> None:
+    @asynccontextmanager
+    async def turn(self, deadline: Deadline, *, admitted: bool = False) -> AsyncIterator[None]:
+        """:meth:`acquire` for the block, :meth:`release` after it."""
+        await self.acquire(deadline, admitted=admitted)
+        try:
+            yield
+        finally:
+            self.release()
+
+    async def acquire(self, deadline: Deadline, *, admitted: bool = False) -> None:
         """Take a turn, waiting in arrival order; :class:`OverloadedError` when the turn would
-        not come, or did not, within the wait allowed."""
+        not come, or did not, within the wait allowed. ``admitted``: the work of a request
+        already under way (a stream's later page): it waits its turn within its deadline and
+        is never refused for the predicted wait."""
         if self.running < self.active and not self.waiting:
             self.running += 1
             self.stats.admitted += 1
             return
-        limit = min(self.max_wait_s, max(deadline.remaining(), 0.0) * self.wait_share)
-        predicted = self.predicted_wait()
+        remaining = max(deadline.remaining(), 0.0)
+        limit = remaining if admitted else min(self.max_wait_s, remaining * self.wait_share)
+        predicted = 0.0 if admitted else self.predicted_wait()
         if predicted > limit:
             self.stats.refused += 1
             self.stats.refused_at_once += 1

@@ -174,7 +174,7 @@ def markdown(doc: dict[str, Any]) -> str:
         f"stop (not in the table): {doc['unfinished_at_stop']}",
         f"- store GETs per MB served {doc['store_gets_per_mb_served']}; store MB fetched per "
         f"MB served {doc['store_mb_fetched_per_mb_served']}",
-        f"- RSS (MiB): idle {doc['rss_idle_mib']}, peak {doc['rss_peak_mib']}, "
+        f"- memory, summed PSS (MiB): idle {doc['rss_idle_mib']}, peak {doc['rss_peak_mib']}, "
         f"{doc['after_seconds']} s after {doc['rss_after_mib']}; cache budgets {budgets} MiB: "
         f"peak over them {doc['rss_peak_mib'] - budgets:+.0f}, after over them "
         f"{doc['rss_after_mib'] - budgets:+.0f}; in-flight budget "

@@ -6,7 +6,7 @@ Steps: build (or reuse, under ``--bucket-cache``) the bucket of the HTTP benchma
 (``tests/bench/http_bucket.py``: one partition, ~130 MiB by default, larger than the caches, so
 random reads miss them); start the server on a free port with small cache budgets; run locust
 as its own process (``import locust`` cannot share a process with httpx or botocore) for
-``--seconds`` at ``--users``; sample the server's RSS (VmRSS of the server and any child
+``--seconds`` at ``--users``; sample the server's memory (summed PSS of the server and any child
 processes) every 0.5 s during the run and ``--after`` seconds after it; scrape ``/metrics``
 before and after; write ``summary.json``, ``summary.md``, ``rss.csv`` (and ``rss.png`` when
 matplotlib is installed) into ``--out``.
@@ -55,14 +55,17 @@ def _tree(pid: int) -> list[int]:
 
 
 def rss_bytes(pid: int) -> int:
+    """The memory of the server's processes: their summed PSS (``smaps_rollup``), issue 30's
+    measure: pages the forked workers share with the supervisor count once, not once per
+    process as in VmRSS (the ``rss_*`` names of the summary are kept)."""
     total = 0
     for p in _tree(pid):
         try:
-            status = Path(f"/proc/{p}/status").read_text()
+            rollup = Path(f"/proc/{p}/smaps_rollup").read_text()
         except OSError:
             continue
-        for line in status.splitlines():
-            if line.startswith("VmRSS:"):
+        for line in rollup.splitlines():
+            if line.startswith("Pss:"):
                 total += int(line.split()[1]) * 1024
     return total
 

@@ -73,7 +73,7 @@ async def test_waits_at_most_its_share_of_the_deadline() -> None:
 async def test_with_no_share_to_wait_a_full_budget_refuses_at_once() -> None:
     budget = ByteBudget(100, wait_share=0)
     held = await budget.acquire(100, Deadline.after(60))
-    with pytest.raises(OverloadedError, match="0% of the request's deadline"):
+    with pytest.raises(OverloadedError, match=r"within 0\.00 s"):
         await budget.acquire(1, Deadline.after(60))  # 60 s left, none of it to wait
     assert budget.stats.refused == 1 and budget.waiting == 0
     budget.release(held)
@@ -142,3 +142,10 @@ def test_property_never_over_capacity_and_all_given_back(
         assert budget.in_use == 0 and budget.waiting == 0
 
     asyncio.run(scenario())
+
+
+async def test_the_wait_is_capped_whatever_the_deadline() -> None:
+    """Issue 30: a request that cannot start soon is refused, not queued until it is late."""
+    capped = ByteBudget(100, max_wait_s=0.5)
+    assert capped.wait_limit(Deadline.after(600)) == 0.5
+    assert capped.wait_limit(Deadline.after(0.4)) <= 0.2

@@ -12,7 +12,7 @@ import pytest
 
 from gateway.deadline import Deadline
 from gateway.errors import OverloadedError
-from gateway.service.admission import RequestGate
+from gateway.service.admission import LAG_WINDOW, LoopLag, RequestGate
 
 
 def _later() -> Deadline:
@@ -89,3 +89,18 @@ async def test_overloaded_is_a_retriable_503() -> None:
         "overloaded",
         True,
     )
+
+
+def test_a_late_event_loop_refuses_new_requests_at_once() -> None:
+    lag = LoopLag(0.1)
+    gate = RequestGate(4, max_wait_s=1, lag=lag)
+    gate.admit()  # no tick measured yet
+    lag.record(0.25)
+    assert lag.over
+    with pytest.raises(OverloadedError, match="250 ms late"):
+        gate.admit()
+    for _ in range(LAG_WINDOW):  # the late tick leaves the window
+        lag.record(0.01)
+    gate.admit()
+    assert (gate.stats.refused, gate.stats.refused_late) == (1, 1)
+    assert not LoopLag(0).over  # 0: never
