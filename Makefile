@@ -76,6 +76,7 @@ bench: $(VENV)/.installed-dev
 	$(BIN)/python -m tests.bench.bench_iceberg
 	$(BIN)/python -m tests.bench.bench_listener
 	$(BIN)/python -m tests.bench.bench_http --docs docs/benchmarks.md
+	$(BIN)/python -m tests.bench.bench_broker --gb 1
 
 # Locust against `serve` on a generated bucket: RPS, failures, latencies, GETs/MB, RSS over the
 # cache budgets, into build/load/. LOAD_SECONDS=20 LOAD_USERS=50 make load for a short run;

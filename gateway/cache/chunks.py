@@ -37,6 +37,7 @@ from typing import Any
 from cachetools import LRUCache
 
 from gateway.cache.chunk_disk import ChunkDiskTier, ChunkKey
+from gateway.cache.verified import RUN_KEY_LEN
 from gateway.deadline import Deadline, wait_within
 from gateway.lru import ByteLRU
 from gateway.remote.chunk_index import Chunk
@@ -76,14 +77,19 @@ class ChunkCache:
         block_bytes: int = DEFAULT_BLOCK_BYTES,
         disk: ChunkDiskTier | None = None,
         executor: Executor | None = None,
+        memory: ByteLRU[Any, Any] | None = None,
     ) -> None:
+        """``memory``: the LRU the units are kept in when it is shared (with the verified
+        runs: :class:`~gateway.cache.verified.CacheMemory`); else one of ``max_bytes``."""
         if block_bytes <= 0:
             raise ValueError("block_bytes must be positive")
         self._reader = reader
         self._block_bytes = block_bytes
         self.disk = disk
         self._executor = executor
-        self._lru: ByteLRU[ChunkKey, bytes] = ByteLRU(max(max_bytes, 1), len)
+        self._lru: ByteLRU[Any, Any] = (
+            memory if memory is not None else ByteLRU(max(max_bytes, 1), len)
+        )
         self._max_bytes = max_bytes
         self._readahead_bytes = readahead_bytes
         self._inflight: dict[ChunkKey, asyncio.Future[bytes]] = {}
@@ -130,16 +136,24 @@ class ChunkCache:
         start: int,
         end: int,
         deadline: Deadline,
+        *,
+        keep: bool = True,
     ) -> bytes | memoryview:
         """Original bytes ``[start, end)`` of the segment, clamped to its size: a view of the
         unit that holds them, else the units' pieces joined once (one buffer frames as one run
-        and sends as one piece: measured faster than framing the units apart)."""
+        and sends as one piece: measured faster than framing the units apart). ``keep=False``:
+        the caller keeps what it read (verified runs): the units wholly inside the range are
+        dropped, leaving their room to read-ahead."""
         end = min(end, segment.size)
         if start < 0 or start >= end:
             return b""
         chunks = self._units(segment, start, end)
         pieces = [memoryview(p) for p in await self._chunks(segment, segment_id, chunks, deadline)]
         self._maybe_read_ahead(segment, segment_id, chunks)
+        if not keep:
+            for chunk in chunks:
+                if start <= chunk.original_position and chunk.original_end <= end:
+                    self._lru.pop((segment_id, chunk.id), None)
         lo = start - chunks[0].original_position
         if len(pieces) == 1:
             return pieces[0][lo : lo + end - start]
@@ -287,7 +301,7 @@ class ChunkCache:
         bytes that failed a check after caching, e.g. a CRC, so the next read fetches anew;
         an untransformed chunk is only checked when its batches are framed). Returns how many
         were dropped from memory."""
-        doomed = [key for key in self._lru if key[0] == segment_id]
+        doomed = [key for key in self._lru if key[0] == segment_id and len(key) < RUN_KEY_LEN]
         for key in doomed:
             self._lru.pop(key, None)
         if self.disk is not None:

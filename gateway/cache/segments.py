@@ -214,9 +214,16 @@ class SegmentSource:
         await self.chunks.settle()
 
     async def read(
-        self, meta: RemoteLogSegmentMetadata, start: int, end: int, deadline: Deadline
+        self,
+        meta: RemoteLogSegmentMetadata,
+        start: int,
+        end: int,
+        deadline: Deadline,
+        *,
+        keep: bool = True,
     ) -> tuple[bytes | memoryview, int]:
-        """Original bytes ``[start, end)`` of the segment (clamped) and the segment's size."""
+        """Original bytes ``[start, end)`` of the segment (clamped) and the segment's size
+        (``keep``: as :meth:`ChunkCache.read`)."""
         segment = await self.open(meta, deadline)
-        data = await self.chunks.read(segment, meta.segment_id.id, start, end, deadline)
+        data = await self.chunks.read(segment, meta.segment_id.id, start, end, deadline, keep=keep)
         return data, segment.size

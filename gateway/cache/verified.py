@@ -23,8 +23,9 @@ from __future__ import annotations
 import bisect
 import uuid
 from array import array
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from cachetools import Cache
 
@@ -32,7 +33,9 @@ from gateway.errors import CorruptRecordError
 from gateway.kafka.batch import RecordBatch
 from gateway.lru import ByteLRU
 
-RunKey = tuple[uuid.UUID, int]
+RunKey = tuple[uuid.UUID, int, int]  # (segment, first offset, RUN): never a unit's key
+RUN = 0
+RUN_KEY_LEN = 3  # a unit's key has 2 parts
 _OVERHEAD = 512  # the run object, its arrays' headers, the LRU's entry
 _COPY_SLACK = 64 << 10  # a view pinning more than this beyond itself is copied out
 
@@ -116,29 +119,41 @@ class VerifiedRunStats:
     evictions: int
 
 
-class _RunLRU(ByteLRU[RunKey, VerifiedRun]):
-    """A :class:`ByteLRU` that tells its owner what it evicts (the per-segment index)."""
+def _weight(entry: bytes | VerifiedRun) -> int:
+    return entry.charge if isinstance(entry, VerifiedRun) else len(entry)
 
-    def __init__(self, max_bytes: int, owner: VerifiedRuns) -> None:
-        super().__init__(max_bytes, lambda run: run.charge)
-        self._owner = owner
 
-    def popitem(self) -> tuple[RunKey, VerifiedRun]:
-        key, run = super().popitem()
-        self._owner._unindex(key)
-        return key, run
+class CacheMemory(ByteLRU[Any, Any]):
+    """The chunk cache's one memory budget: the units a read loads (blocks, decoded chunks;
+    keyed ``(segment, unit id)``) and the verified runs made of them (keyed
+    :data:`RunKey`) in one LRU, so that neither starves the other: read-ahead units are
+    recent, runs no reader comes back to age out, whatever the mix."""
+
+    def __init__(self, max_bytes: int) -> None:
+        super().__init__(max(max_bytes, 1), _weight)
+        self.on_run_evicted: Callable[[RunKey], None] | None = None
+
+    def popitem(self) -> tuple[Any, Any]:
+        key, entry = super().popitem()
+        if len(key) == RUN_KEY_LEN and self.on_run_evicted is not None:
+            self.on_run_evicted(key)
+        return key, entry
 
 
 class VerifiedRuns:
-    """The process's verified runs, at most ``max_bytes`` by their charge."""
+    """The process's verified runs, at most ``max_bytes`` by their charge; in ``memory`` when
+    given (shared with the loaded units), else in a memory of their own."""
 
-    def __init__(self, max_bytes: int) -> None:
+    def __init__(self, max_bytes: int, memory: CacheMemory | None = None) -> None:
         self.max_bytes = max(max_bytes, 0)
-        self._lru = _RunLRU(max(self.max_bytes, 1), self)
+        self._lru = memory if memory is not None else CacheMemory(self.max_bytes)
+        self._lru.on_run_evicted = self._unindex
         self._firsts: dict[uuid.UUID, list[int]] = {}
         self._hits = self._misses = 0
 
     def stats(self) -> VerifiedRunStats:
+        """Hits and misses of :meth:`find`; the entries, bytes and evictions of the memory
+        (shared with the loaded units when it is)."""
         return VerifiedRunStats(
             self._hits,
             self._misses,
@@ -155,13 +170,14 @@ class VerifiedRuns:
         if firsts:
             i = bisect.bisect_right(firsts, offset) - 1
             for first in firsts[max(i - 1, 0) : i + 1][::-1]:  # the nearest two
-                key = (segment, first)
+                key = (segment, first, RUN)
                 if key not in self._lru:
                     continue
                 run: VerifiedRun = Cache.__getitem__(self._lru, key)  # a look, not a use
                 if run.last_offset >= offset:
                     self._hits += 1
-                    return self._lru[key]  # the use
+                    used: VerifiedRun = self._lru[key]  # the use
+                    return used
         self._misses += 1
         return None
 
@@ -170,7 +186,7 @@ class VerifiedRuns:
         offset reaches as far)."""
         if not self.max_bytes or run.charge > self.max_bytes:
             return
-        key = (segment, run.first_offset)
+        key = (segment, run.first_offset, RUN)
         held = self._lru.get(key)
         if held is not None and held.last_offset >= run.last_offset:
             return
@@ -182,11 +198,11 @@ class VerifiedRuns:
         """Forget every run of ``segment`` (it vanished); how many."""
         firsts = self._firsts.pop(segment, [])
         for first in firsts:
-            self._lru.pop((segment, first), None)
+            self._lru.pop((segment, first, RUN), None)
         return len(firsts)
 
     def _unindex(self, key: RunKey) -> None:
-        segment, first = key
+        segment, first, _ = key
         firsts = self._firsts.get(segment)
         if firsts is None:
             return
@@ -197,4 +213,4 @@ class VerifiedRuns:
             del self._firsts[segment]
 
 
-__all__ = ["VerifiedRun", "VerifiedRunStats", "VerifiedRuns"]
+__all__ = ["RUN", "CacheMemory", "RunKey", "VerifiedRun", "VerifiedRunStats", "VerifiedRuns"]

@@ -267,7 +267,10 @@ class Fetcher:
         cursor = framer.cursor
         want = max(size, framer.need)
         try:
-            data, total = await self.source.read(meta, cursor, cursor + want, deadline)
+            # Verified bytes are kept as runs: the units they came from need not stay.
+            data, total = await self.source.read(
+                meta, cursor, cursor + want, deadline, keep=not verify
+            )
             if total != framer.bounds.size:
                 raise CorruptManifestError(
                     f"{key}: the manifest says {total} bytes, the segment metadata "

@@ -22,7 +22,7 @@ from concurrent.futures import ThreadPoolExecutor
 from gateway.cache.chunk_disk import ChunkDiskTier
 from gateway.cache.chunks import ChunkCache
 from gateway.cache.segments import SegmentSource
-from gateway.cache.verified import VerifiedRuns
+from gateway.cache.verified import CacheMemory, VerifiedRuns
 from gateway.config import Settings, env_name, flag_name
 from gateway.metadata.follow import MetadataFollower
 from gateway.metadata.follow_kafka import connect
@@ -164,18 +164,8 @@ class LineageQueue:
             missed = {tp: missed.get(tp, 0) + 1 for tp in left if missed.get(tp, 0) < tries}
 
 
-VERIFIED_SHARE = 0.75  # of the chunk cache's budget: verified runs; the rest, loaded units
-
-
-def verified_bytes(chunk_cache_bytes: int) -> int:
-    """The verified runs' part of the chunk cache budget (:mod:`gateway.cache.verified`): warm
-    answers are sliced from them; the units below (blocks, decoded chunks) are what a cold read
-    and read-ahead load them from."""
-    return int(chunk_cache_bytes * VERIFIED_SHARE)
-
-
 async def _chunk_cache(
-    settings: Settings, reader: SegmentReader, executor: ThreadPoolExecutor
+    settings: Settings, reader: SegmentReader, executor: ThreadPoolExecutor, memory: CacheMemory
 ) -> ChunkCache:
     disk = None
     if settings.chunk_cache_dir is not None:
@@ -184,11 +174,12 @@ async def _chunk_cache(
         log.info("chunk disk tier %s: %d chunks kept", settings.chunk_cache_dir, kept)
     return ChunkCache(
         reader,
-        max_bytes=settings.chunk_cache_bytes - verified_bytes(settings.chunk_cache_bytes),
+        max_bytes=settings.chunk_cache_bytes,
         readahead_bytes=settings.readahead_bytes,
         block_bytes=settings.block_bytes,
         disk=disk,
         executor=executor,
+        memory=memory,
     )
 
 
@@ -220,15 +211,17 @@ async def open_service(settings: Settings) -> AsyncIterator[GatewayService]:
             hedge=settings.hedge_policy(),
         )
         index_dir = settings.index_cache_dir
+        # One budget for the units reads load and the verified runs made of them.
+        memory = CacheMemory(settings.chunk_cache_bytes)
         source = SegmentSource(
             reader,
             keys,
             key_prefix=settings.key_prefix,
             executor=executor,
-            chunk_cache=await _chunk_cache(settings, reader, executor),
+            chunk_cache=await _chunk_cache(settings, reader, executor, memory),
             index_cache_bytes=settings.index_cache_bytes,
             index_cache_dir=None if index_dir is None else str(index_dir),
-            runs=VerifiedRuns(verified_bytes(settings.chunk_cache_bytes)),
+            runs=VerifiedRuns(settings.chunk_cache_bytes, memory),
         )
         await source.start()
         stack.push_async_callback(source.aclose)

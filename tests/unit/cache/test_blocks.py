@@ -136,3 +136,17 @@ async def test_the_source_prefetches_the_head_of_a_segment(tmp_path: Path) -> No
             assert reader.counters.gets == gets == 2  # the manifest and one ranged GET
         finally:
             await source.aclose()
+
+
+async def test_a_read_kept_as_verified_runs_leaves_its_units_room(
+    plain: tuple[SegmentReader, RemoteSegment, bytes],
+) -> None:
+    """``keep=False`` (the fetch keeps what it read as verified runs): the units wholly inside
+    the range are dropped; one the range only touches stays for the next read."""
+    reader, remote, log = plain
+    cache = ChunkCache(reader, max_bytes=1 << 20, readahead_bytes=0, block_bytes=BLOCK)
+    got = await cache.read(remote, SID, 512, 2100, Deadline.after(10), keep=False)
+    assert got == log[512:2100]
+    assert cache.stats().entries == 1  # [2048, 2560): the next read begins inside it
+    assert await cache.read(remote, SID, 2100, 2560, Deadline.after(10)) == log[2100:2560]
+    assert reader.counters.gets == 1

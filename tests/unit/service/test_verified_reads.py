@@ -11,7 +11,7 @@ import uuid
 
 import pytest
 
-from gateway.cache.verified import VerifiedRun, VerifiedRuns
+from gateway.cache.verified import CacheMemory, VerifiedRun, VerifiedRuns
 from gateway.config import Settings
 from gateway.deadline import Deadline
 from gateway.demo import DemoBucket
@@ -146,3 +146,19 @@ def test_a_view_of_a_much_larger_buffer_is_copied_out() -> None:
     held = VerifiedRun.of(memoryview(data), run.position, [batch])
     assert isinstance(held.data.obj, bytes) and len(held.data.obj) == len(run.data)
     assert held.charge < 64 << 10
+
+
+def test_units_and_runs_share_one_budget() -> None:
+    """CacheMemory: loaded units (2-part keys) and runs in one LRU; evicting a run takes it
+    out of the segment's index, evicting a unit does not touch the runs."""
+    segment = uuid.UUID(int=9)
+    run = _run(300, first=0)
+    memory = CacheMemory(run.charge + 1000)
+    runs = VerifiedRuns(run.charge + 1000, memory)
+    runs.add(segment, run)
+    memory[(segment, ~0)] = bytes(900)  # a unit
+    assert runs.find(segment, 0) is run and len(memory) == 2
+    memory[(segment, ~4096)] = bytes(900)  # evicts the least recently used: the first unit
+    assert (segment, ~0) not in memory and runs.find(segment, 0) is run
+    memory[(segment, ~8192)] = bytes(run.charge)  # now the run must go
+    assert runs.find(segment, 0) is None and segment not in runs._firsts
