@@ -355,8 +355,8 @@ class Settings(BaseSettings):
     max_loop_lag_ms: int = Field(
         default=100,
         ge=0,
-        description="while a worker's event loop runs later than this, new data requests get "
-        "503 overloaded at once (0: never)",
+        description="while a worker's event loop stays later than this (six ticks of 50 ms), "
+        "new data requests get 503 overloaded at once (0: never)",
     )
     queue_wait_ms: int = Field(
         default=500,

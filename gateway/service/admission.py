@@ -27,9 +27,10 @@ sustains, clients learn it at once (503 ``overloaded`` with ``Retry-After``) whi
 taken keep their latency. A stream's later pages wait their turn within the deadline.
 
 The CPU a request spends outside its turns (parsing, the read, the send) shows as the event
-loop running late: :class:`LoopLag` measures how late a timer fires (the most over the last
-:data:`LAG_WINDOW` ticks), and while it is over its bound every new data request is refused
-at once, raw ones included: a late loop makes every request on it late.
+loop running late: :class:`LoopLag` measures how late a timer fires, and while every one of
+the last :data:`LAG_WINDOW` ticks was later than its bound every new data request is refused
+at once, raw ones included: a loop that stays late makes every request on it late. A burst
+(100 connections at once) makes a tick or two late, not six: it is not refused.
 """
 
 from __future__ import annotations
@@ -152,12 +153,13 @@ class ByteBudget:
 
 RATE_WINDOW_S = 2.0  # completions counted for the rate that predicts a wait
 LAG_TICK_S = 0.05
-LAG_WINDOW = 6  # ticks: the lag is the most of the last 0.3 s
+LAG_WINDOW = 6  # ticks: the lag is the least of the last six (0.3 s and more)
 
 
 class LoopLag:
-    """How late the event loop runs: a timer every :data:`LAG_TICK_S`, the most it fired late
-    over the last :data:`LAG_WINDOW` ticks (:meth:`run` is the task that measures)."""
+    """How late the event loop runs: a timer every :data:`LAG_TICK_S`, the least it fired late
+    over the last :data:`LAG_WINDOW` ticks, i.e. how late it stays (:meth:`run` is the task
+    that measures)."""
 
     def __init__(self, bound_s: float) -> None:
         self.bound_s = bound_s
@@ -165,7 +167,9 @@ class LoopLag:
 
     @property
     def lag_s(self) -> float:
-        return max(self._late, default=0.0)
+        if len(self._late) < LAG_WINDOW:
+            return 0.0
+        return min(self._late)
 
     @property
     def over(self) -> bool:

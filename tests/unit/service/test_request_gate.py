@@ -12,7 +12,7 @@ import pytest
 
 from gateway.deadline import Deadline
 from gateway.errors import OverloadedError
-from gateway.service.admission import LAG_WINDOW, LoopLag, RequestGate
+from gateway.service.admission import LoopLag, RequestGate
 
 
 def _later() -> Deadline:
@@ -95,12 +95,14 @@ def test_a_late_event_loop_refuses_new_requests_at_once() -> None:
     lag = LoopLag(0.1)
     gate = RequestGate(4, max_wait_s=1, lag=lag)
     gate.admit()  # no tick measured yet
-    lag.record(0.25)
-    assert lag.over
+    for late in (0.25, 0.3, 0.4, 0.5, 0.6):
+        lag.record(late)
+    assert not lag.over  # not six ticks yet
+    lag.record(0.7)
+    assert lag.over  # every one of the last six late: it stays late
     with pytest.raises(OverloadedError, match="250 ms late"):
         gate.admit()
-    for _ in range(LAG_WINDOW):  # the late tick leaves the window
-        lag.record(0.01)
+    lag.record(0.01)  # one tick on time: a burst, not a loop that stays late
     gate.admit()
     assert (gate.stats.refused, gate.stats.refused_late) == (1, 1)
     assert not LoopLag(0).over  # 0: never
