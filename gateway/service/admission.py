@@ -223,11 +223,16 @@ class RequestGate:
         return sum(1 for fut in self._waiters if not fut.done())
 
     def rate(self, now: float | None = None) -> float:
-        """Completions per second over the last :data:`RATE_WINDOW_S`."""
+        """Completions per second over the last :data:`RATE_WINDOW_S`, over the span they
+        cover (a burst's first completions are not divided by the whole window); 0 while
+        fewer than two are known."""
         now = time.monotonic() if now is None else now
         while self._done and self._done[0] < now - RATE_WINDOW_S:
             self._done.popleft()
-        return len(self._done) / RATE_WINDOW_S
+        if len(self._done) < 2:
+            return 0.0
+        span = self._done[-1] - self._done[0]
+        return (len(self._done) - 1) / span if span > 0 else float("inf")
 
     def admit(self) -> None:
         """A new data request may start: :class:`OverloadedError` while the event loop runs
@@ -240,7 +245,7 @@ class RequestGate:
     def predicted_wait(self) -> float:
         """How long a request arriving now would wait, by the recent rate (0: no rate yet)."""
         rate = self.rate()
-        return (self.waiting + 1) / rate if rate > 0 else 0.0
+        return (self.waiting + 1) / rate if 0 < rate < float("inf") else 0.0
 
     @asynccontextmanager
     async def turn(self, deadline: Deadline, *, admitted: bool = False) -> AsyncIterator[None]:
