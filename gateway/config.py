@@ -345,12 +345,11 @@ class Settings(BaseSettings):
         "then get 503 overloaded",
     )
     max_active_pages: int = Field(
-        default_factory=lambda: 4 * usable_cpus(),
+        default_factory=lambda: 16 * usable_cpus(),
         ge=1,
         description="JSON/NDJSON pages decoded and written at once, all workers together "
-        "(default: 4 per usable core); beyond it pages queue in arrival order for at most "
-        "queue_wait_ms, and a request the recent rate says would wait longer gets 503 overloaded "
-        "at once (a stream's later pages wait their turn)",
+        "(default: 16 per usable core); beyond it pages queue in arrival order within half "
+        "their deadline, then 503 overloaded (a stream's later pages: within the deadline)",
     )
     max_loop_lag_ms: int = Field(
         default=100,
@@ -361,8 +360,8 @@ class Settings(BaseSettings):
     queue_wait_ms: int = Field(
         default=500,
         ge=0,
-        description="the longest a request's first page waits for its turn (at most half of "
-        "its deadline), then 503 overloaded with Retry-After",
+        description="the longest a request waits for its share of inflight_bytes (at most "
+        "half of its deadline), then 503 overloaded with Retry-After",
     )
 
     # --- who may read what (docs/security.md) -----------------------------------------------

@@ -118,7 +118,7 @@ def create_app(
             wait_s = settings.queue_wait_ms / 1000
             budget = ByteBudget(settings.inflight_bytes, max_wait_s=wait_s)
             lag = LoopLag(settings.max_loop_lag_ms / 1000)
-            gate = RequestGate(settings.max_active_pages, wait_s, lag=lag)
+            gate = RequestGate(settings.max_active_pages, lag=lag)
             lag_task = asyncio.create_task(lag.run(), name="loop-lag")
             threshold = settings.malloc_mmap_threshold or None
             collectors: list[Collector] = []  # a companion's metrics, shown on /metrics

@@ -20,11 +20,11 @@ still exceed a page by one batch, which the budget's headroom covers.
 small warm pages all fit the byte budget and share the cores, so each page takes as long as
 all of them (p99 7.3 s at 200 users). The gate hands out turns for the CPU part of a request:
 at most ``active`` pages are decoded and written at once (the read before, which may wait on
-the store, takes no turn); the others wait in arrival order, each for at most ``max_wait_s``
-(and at most ``wait_share`` of its deadline). A request that the recent rate of turns says
-would wait longer than that is refused at once, before it waits: beyond the rate the process
-sustains, clients learn it at once (503 ``overloaded`` with ``Retry-After``) while the pages
-taken keep their latency. A stream's later pages wait their turn within the deadline.
+the store, takes no turn; this bounds the decoded pages held at once); the others wait in
+arrival order within ``wait_share`` of their deadline. A stream's later pages wait their turn
+within the deadline. (A refusal by a wait predicted from the recent rate of turns was tried
+and dropped: on a busy loop a burst's turns run slow, and the rate refused a storm of 100
+small requests that the server answered in time.)
 
 The CPU a request spends outside its turns (parsing, the read, the send) shows as the event
 loop running late: :class:`LoopLag` measures how late a timer fires, and while every one of
@@ -36,7 +36,6 @@ at once, raw ones included: a loop that stays late makes every request on it lat
 from __future__ import annotations
 
 import asyncio
-import time
 from collections import deque
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager, suppress
@@ -151,7 +150,6 @@ class ByteBudget:
             fut.set_result(None)
 
 
-RATE_WINDOW_S = 2.0  # completions counted for the rate that predicts a wait
 LAG_TICK_S = 0.05
 LAG_WINDOW = 6  # ticks: the lag is the least of the last six (0.3 s and more)
 
@@ -190,19 +188,18 @@ class LoopLag:
 class GateStats:
     admitted: int = 0
     waited: int = 0
-    refused: int = 0  # at once (the predicted wait was too long) or after waiting
-    refused_at_once: int = 0
-    refused_late: int = 0  # the event loop ran late
+    refused: int = 0  # after waiting, or at once while the event loop runs late
+    refused_late: int = 0
 
 
 class RequestGate:
-    """At most ``active`` requests at once; FIFO beyond, within ``max_wait_s`` (see the module
-    docstring)."""
+    """At most ``active`` turns at once; FIFO beyond, within ``wait_share`` of the deadline
+    and ``max_wait_s`` (see the module docstring)."""
 
     def __init__(
         self,
         active: int,
-        max_wait_s: float,
+        max_wait_s: float | None = None,
         *,
         wait_share: float = 0.5,
         lag: LoopLag | None = None,
@@ -216,23 +213,10 @@ class RequestGate:
         self.running = 0
         self.stats = GateStats()
         self._waiters: deque[asyncio.Future[None]] = deque()
-        self._done: deque[float] = deque()  # completion times within the rate window
 
     @property
     def waiting(self) -> int:
         return sum(1 for fut in self._waiters if not fut.done())
-
-    def rate(self, now: float | None = None) -> float:
-        """Completions per second over the last :data:`RATE_WINDOW_S`, over the span they
-        cover (a burst's first completions are not divided by the whole window); 0 while
-        fewer than two are known."""
-        now = time.monotonic() if now is None else now
-        while self._done and self._done[0] < now - RATE_WINDOW_S:
-            self._done.popleft()
-        if len(self._done) < 2:
-            return 0.0
-        span = self._done[-1] - self._done[0]
-        return (len(self._done) - 1) / span if span > 0 else float("inf")
 
     def admit(self) -> None:
         """A new data request may start: :class:`OverloadedError` while the event loop runs
@@ -241,11 +225,6 @@ class RequestGate:
             self.stats.refused += 1
             self.stats.refused_late += 1
             raise self._overloaded(f"the event loop runs {self.lag.lag_s * 1e3:.0f} ms late")
-
-    def predicted_wait(self) -> float:
-        """How long a request arriving now would wait, by the recent rate (0: no rate yet)."""
-        rate = self.rate()
-        return (self.waiting + 1) / rate if 0 < rate < float("inf") else 0.0
 
     @asynccontextmanager
     async def turn(self, deadline: Deadline, *, admitted: bool = False) -> AsyncIterator[None]:
@@ -257,21 +236,17 @@ class RequestGate:
             self.release()
 
     async def acquire(self, deadline: Deadline, *, admitted: bool = False) -> None:
-        """Take a turn, waiting in arrival order; :class:`OverloadedError` when the turn would
-        not come, or did not, within the wait allowed. ``admitted``: the work of a request
-        already under way (a stream's later page): it waits its turn within its deadline and
-        is never refused for the predicted wait."""
+        """Take a turn, waiting in arrival order; :class:`OverloadedError` when it did not
+        come within the wait allowed. ``admitted``: the work of a request already under way
+        (a stream's later page): it waits its turn within its whole deadline."""
         if self.running < self.active and not self.waiting:
             self.running += 1
             self.stats.admitted += 1
             return
         remaining = max(deadline.remaining(), 0.0)
-        limit = remaining if admitted else min(self.max_wait_s, remaining * self.wait_share)
-        predicted = 0.0 if admitted else self.predicted_wait()
-        if predicted > limit:
-            self.stats.refused += 1
-            self.stats.refused_at_once += 1
-            raise self._overloaded(f"a wait of {predicted:.2f} s predicted")
+        limit = remaining if admitted else remaining * self.wait_share
+        if self.max_wait_s is not None and not admitted:
+            limit = min(limit, self.max_wait_s)
         fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self._waiters.append(fut)
         try:
@@ -289,7 +264,6 @@ class RequestGate:
 
     def release(self) -> None:
         self.running -= 1
-        self._done.append(time.monotonic())
         self._grant()
 
     def _overloaded(self, why: str) -> OverloadedError:

@@ -1,12 +1,10 @@
-"""The request gate (issue 30): at most ``active`` data requests at once, the others in
-arrival order within their wait, and a refusal at once when the recent rate says the wait
-would be too long. No verdict here waits on a clock: turns are handed over by releases, and
-the rate is set by the completions recorded."""
+"""The request gate (issue 30): at most ``active`` turns at once, the others in arrival
+order within their wait; a refusal at once while the event loop stays late. No verdict here
+waits on a clock: turns are handed over by releases, lateness is recorded ticks."""
 
 from __future__ import annotations
 
 import asyncio
-import time
 
 import pytest
 
@@ -46,17 +44,6 @@ async def test_turns_go_in_arrival_order() -> None:
     await asyncio.gather(*waiters)
     assert order == [0, 1, 2] and gate.running == 2
     assert (gate.stats.admitted, gate.stats.waited, gate.stats.refused) == (2, 3, 0)
-
-
-async def test_a_wait_the_rate_says_is_too_long_is_refused_at_once() -> None:
-    gate = RequestGate(1, max_wait_s=0.5)
-    await gate.acquire(_later())
-    now = time.monotonic()
-    gate._done.extend([now - 1.0, now])  # two completions 1 s apart: 1 per second
-    assert gate.predicted_wait() == pytest.approx(1.0, rel=0.01)
-    with pytest.raises(OverloadedError, match="predicted"):
-        await gate.acquire(_later())
-    assert gate.stats.refused_at_once == 1 and gate.waiting == 0 and gate.running == 1
 
 
 async def test_no_wait_allowed_refuses_when_every_turn_is_taken() -> None:
@@ -107,13 +94,3 @@ def test_a_late_event_loop_refuses_new_requests_at_once() -> None:
     gate.admit()
     assert (gate.stats.refused, gate.stats.refused_late) == (1, 1)
     assert not LoopLag(0).over  # 0: never
-
-
-def test_the_rate_of_a_burst_is_over_the_span_it_covers() -> None:
-    """Eight completions in the first 80 ms of a burst are ~88 per second, not 4 (8 over the
-    2 s window): a burst is not refused for a wait the rate overestimates."""
-    gate = RequestGate(1, max_wait_s=0.5)
-    now = time.monotonic()
-    gate._done.extend(now - 0.08 + i * 0.01 for i in range(9))
-    assert gate.rate(now) == pytest.approx(100, rel=0.01)
-    assert RequestGate(1, max_wait_s=0.5).rate(now) == 0  # nothing known yet
