@@ -1,18 +1,20 @@
-"""Admission: a process-wide budget of response bytes in flight, and a gate on the data
-requests running at once.
+"""Admission: a process-wide budget of response bytes in flight, turns for the pages decoded
+at once, and a refusal while the event loop stays late.
 
 **Bytes** (:class:`ByteBudget`).
 
 Every data request reserves the most its answer may hold in memory at once (a JSON or raw
 page: its ``max_bytes``; an NDJSON stream: one page) before it reads anything, and gives it back
 when its response is sent. Beyond the budget requests wait in arrival order within their own
-deadline, for at most ``wait_share`` (default half) of the time it had left when it came, so an
-admitted request keeps the rest to produce its answer (an 8 MiB NDJSON stream admitted one
-second before its deadline would only end with ``deadline_exceeded``). One still waiting then
-gets :class:`OverloadedError` (503 ``overloaded``, retriable, with ``Retry-After``) rather than
-pushing the process past its memory bound. Grants go in arrival order and only while the
-budget has room, so the waiting requests start a few at a time as others end, never all at
-once to share the cores and the memory. A reservation larger than the whole budget is cut to
+deadline, for at most ``wait_share`` (default half) of the time it had left when it came and at
+most ``max_wait_s`` (``queue_wait_ms``: a request that cannot start soon is refused rather
+than queued until it is late), so an admitted request keeps the rest to produce its answer
+(an 8 MiB NDJSON stream admitted one second before its deadline would only end with
+``deadline_exceeded``). One still waiting then gets :class:`OverloadedError` (503
+``overloaded``, retriable, with ``Retry-After``) rather than pushing the process past its
+memory bound. Grants go in arrival order and only while the budget has room, so the waiting
+requests start a few at a time as others end, never all at once to share the cores and the
+memory. A reservation larger than the whole budget is cut to
 the budget, so any single request can always run alone; Kafka's "at least one whole batch" may
 still exceed a page by one batch, which the budget's headroom covers.
 

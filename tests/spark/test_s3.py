@@ -97,7 +97,10 @@ def test_a_stream_over_s3_picks_up_segments_uploaded_while_it_runs(
 
     def put(early: bool) -> None:
         files = [p for p in root.rglob("*") if p.is_file()]
-        for path in sorted(files, key=lambda p: p.suffix == ".rsm-manifest"):
+        # A partition's segments in offset order (the names start with the zero-padded base
+        # offset), each manifest after every data object, as a broker uploads them: a later
+        # segment's manifest first would be a hole the scan rightly refuses.
+        for path in sorted(files, key=lambda p: (p.suffix == ".rsm-manifest", p.name)):
             if (path.name.split(".", 1)[0] in first) == early:
                 key = path.relative_to(root).as_posix()
                 client.put_object(Bucket=s3_bucket, Key=key, Body=path.read_bytes())
