@@ -35,7 +35,8 @@ from gateway.errors import ConfigurationError
 from gateway.security.access import Access, access_for
 from gateway.security.audit import AuditLog
 from gateway.service.admission import ByteBudget, LoopLag, RequestGate
-from gateway.service.memory import heap_returned
+from gateway.service.memory import collector_settled, heap_returned
+from gateway.service.metrics import AdmissionCollector
 from gateway.service.protocol import Service
 
 log = logging.getLogger(__name__)
@@ -98,10 +99,13 @@ def create_app(
     *,
     drain: threading.Event | None = None,
     companion: Companion | None = None,
+    own_process: bool = False,
 ) -> FastAPI:
     """The ASGI app for ``settings``; ``service_factory`` opens the :class:`Service`;
     ``drain``, once set, says the server is stopping (NDJSON streams end after their page);
-    ``companion`` runs beside the app on its service (:data:`Companion`)."""
+    ``companion`` runs beside the app on its service (:data:`Companion`); ``own_process``: the
+    app is the process's (``serve``), which settles the garbage collector once the catalog is
+    loaded (:func:`~gateway.service.memory.collector_settled`), not done in a host process."""
     draining = drain if drain is not None else threading.Event()
     metrics = HttpMetrics()
     audit = None if settings.audit_log is None else AuditLog.open(settings.audit_log)
@@ -120,8 +124,13 @@ def create_app(
             lag = LoopLag(settings.max_loop_lag_ms / 1000)
             gate = RequestGate(settings.max_active_pages, lag=lag)
             lag_task = asyncio.create_task(lag.run(), name="loop-lag")
+            settle = asyncio.create_task(
+                collector_settled(service) if own_process else asyncio.sleep(0),
+                name="collector-settled",
+            )
             threshold = settings.malloc_mmap_threshold or None
-            collectors: list[Collector] = []  # a companion's metrics, shown on /metrics
+            # /metrics shows these beside the core's: admission's, then a companion's
+            collectors: list[Collector] = [AdmissionCollector(budget, gate)]
             beside = (
                 companion(service, settings, budget, access, audit, collectors)
                 if companion
@@ -140,6 +149,7 @@ def create_app(
                     }
             finally:
                 lag_task.cancel()
+                settle.cancel()
         if audit is not None:
             audit.close()
         log.info("service closed")

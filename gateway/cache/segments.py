@@ -72,7 +72,7 @@ class SegmentSource:
         self._executor = executor
         self.chunks = chunk_cache
         # Verified batches (framed and CRC-checked once): what warm answers are sliced from.
-        self.runs = runs if runs is not None else VerifiedRuns(0)
+        self.runs = runs if runs is not None else VerifiedRuns()
         self._opened: LRUCache[uuid.UUID, _Opened] = LRUCache(maxsize=manifest_cache_entries)
         self._opening: Flights[uuid.UUID, RemoteSegment] = Flights()
         self._ttl = manifest_ttl_s

@@ -141,15 +141,20 @@ class CacheMemory(ByteLRU[Any, Any]):
 
 
 class VerifiedRuns:
-    """The process's verified runs, at most ``max_bytes`` by their charge; in ``memory`` when
-    given (shared with the loaded units), else in a memory of their own."""
+    """The process's verified runs, kept in ``memory`` (shared with the loaded units), within
+    its budget; none is kept without one."""
 
-    def __init__(self, max_bytes: int, memory: CacheMemory | None = None) -> None:
-        self.max_bytes = max(max_bytes, 0)
-        self._lru = memory if memory is not None else CacheMemory(self.max_bytes)
+    def __init__(self, memory: CacheMemory | None = None) -> None:
+        self._keeps = memory is not None
+        self._lru = memory if memory is not None else CacheMemory(1)
         self._lru.on_run_evicted = self._unindex
         self._firsts: dict[uuid.UUID, list[int]] = {}
         self._hits = self._misses = 0
+
+    @property
+    def max_bytes(self) -> int:
+        """The budget of the memory the runs are kept in (0: none is kept)."""
+        return int(self._lru.maxsize) if self._keeps else 0
 
     def stats(self) -> VerifiedRunStats:
         """Hits and misses of :meth:`find`; the entries, bytes and evictions of the memory
@@ -184,7 +189,7 @@ class VerifiedRuns:
     def add(self, segment: uuid.UUID, run: VerifiedRun) -> None:
         """Keep ``run`` (unless it is larger than the budget, or a held run of the same first
         offset reaches as far)."""
-        if not self.max_bytes or run.charge > self.max_bytes:
+        if run.charge > self.max_bytes:
             return
         key = (segment, run.first_offset, RUN)
         held = self._lru.get(key)

@@ -146,7 +146,13 @@ def serve(settings: Settings, service_factory: ServiceFactory | None = None) -> 
         started = supervise(settings) != EXIT_NOT_STARTED
     else:
         drain = threading.Event()
-        app = create_app(settings, service_factory, drain=drain, companion=companion)
+        app = create_app(
+            settings,
+            service_factory,
+            drain=drain,
+            companion=companion,
+            own_process=service_factory is None,
+        )
         server = DrainingServer(uvicorn_config(app, settings), drain)
         server.run()
         started = server.started

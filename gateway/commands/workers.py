@@ -166,7 +166,13 @@ def _run_worker(spec: WorkerSpec) -> int:
     from gateway.commands.server import DrainingServer  # noqa: PLC0415
 
     drain = threading.Event()
-    app = create_app(settings, opened, drain=drain, companion=kafka_companion(spec.kafka_fds))
+    app = create_app(
+        settings,
+        opened,
+        drain=drain,
+        companion=kafka_companion(spec.kafka_fds),
+        own_process=True,
+    )
     config = uvicorn_config(served_by(app, f"worker {share.index} pid {os.getpid()}"), settings)
     server = DrainingServer(config, drain)
     server.run(sockets=[sock])

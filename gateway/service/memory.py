@@ -21,12 +21,19 @@ stays resident. Two levers:
   never the GIL), at most every ``interval_s``, once ``min_released`` bytes of responses were
   given back to the byte budget since the last trim or once the budget has drained: what is
   left in the arenas.
+
+And the collector: :func:`collector_settled` moves what is alive once the catalog is loaded
+(the code, the catalog, the store client's models: ~230 k objects) out of the collector's
+sight (``gc.freeze``). Before it, each full collection walked them all, 100-160 ms with the
+event loop stopped, and the first burst of cold reads after a start set off one or two
+(docs/benchmarks.md, issue 30).
 """
 
 from __future__ import annotations
 
 import asyncio
 import ctypes
+import gc
 import logging
 import time
 from collections.abc import AsyncIterator, Callable
@@ -35,6 +42,7 @@ from dataclasses import dataclass
 from typing import Final
 
 from gateway.service.admission import ByteBudget
+from gateway.service.protocol import Service
 
 log = logging.getLogger(__name__)
 
@@ -155,3 +163,12 @@ async def heap_returned(
             "heap trims: %d (%d gave memory back), %.3f s in all, longest %.3f s",
             *(s.trims, s.gave_back, s.seconds, s.longest_s),
         )
+
+
+async def collector_settled(service: Service) -> None:
+    """Once ``service`` is ready, collect and freeze what is alive (see the module docstring):
+    what lives from then on is all later collections walk."""
+    await service.wait_ready()
+    gc.collect()
+    gc.freeze()
+    log.debug("collector settled: %d objects frozen", gc.get_freeze_count())

@@ -23,6 +23,7 @@ from gateway.cache.segments import SegmentSource
 from gateway.metadata.follow import FollowStatus, MetadataFollower
 from gateway.metadata.scan import BucketScanner
 from gateway.remote.reader import LATENCY_BUCKETS, ReadCounters
+from gateway.service.admission import ByteBudget, RequestGate
 from gateway.storage.retry import RetryCounters
 
 PREFIX = "tiered_gateway_"
@@ -164,3 +165,39 @@ def _follow(status: FollowStatus) -> Iterator[Metric]:
         "Metadata partitions stopped by a record that does not decode",
         len(status.failed),
     )
+
+
+@dataclass(frozen=True, slots=True)
+class AdmissionCollector(Collector):
+    """Admission (:mod:`gateway.service.admission`) as the worker answering the scrape sees
+    it: the byte budget, the gate of pages, the event loop's lag; what was shed and why."""
+
+    budget: ByteBudget
+    gate: RequestGate
+
+    def collect(self) -> Iterator[Metric]:
+        budget, gate = self.budget, self.gate
+        yield _gauge("inflight_bytes", "Response bytes reserved now", budget.in_use)
+        yield _gauge(
+            "inflight_bytes_limit", "This worker's share of inflight_bytes", budget.capacity
+        )
+        yield _gauge("inflight_waiting", "Requests waiting for response bytes", budget.waiting)
+        stats = budget.stats
+        yield _counter("inflight_admitted", "Requests given their bytes at once", stats.admitted)
+        yield _counter("inflight_waited", "Requests given their bytes after waiting", stats.waited)
+        yield _counter("inflight_refused", "Requests refused (503 overloaded)", stats.refused)
+        yield _gauge("pages_active", "JSON/NDJSON pages decoded and written now", gate.running)
+        yield _gauge("pages_active_limit", "This worker's share of max_active_pages", gate.active)
+        yield _gauge("pages_waiting", "Pages waiting for their turn", gate.waiting)
+        turns = gate.stats
+        yield _counter("pages_admitted", "Page turns given at once", turns.admitted)
+        yield _counter("pages_waited", "Page turns given after waiting", turns.waited)
+        yield _counter(
+            "pages_refused", "Requests refused by the gate (503 overloaded)", turns.refused
+        )
+        yield _counter(
+            "pages_refused_late",
+            "Of those, refused because the event loop ran late",
+            turns.refused_late,
+        )
+        yield _gauge("event_loop_lag_seconds", "How late the event loop stays", gate.lag.lag_s)

@@ -221,7 +221,7 @@ async def open_service(settings: Settings) -> AsyncIterator[GatewayService]:
             chunk_cache=await _chunk_cache(settings, reader, executor, memory),
             index_cache_bytes=settings.index_cache_bytes,
             index_cache_dir=None if index_dir is None else str(index_dir),
-            runs=VerifiedRuns(settings.chunk_cache_bytes, memory),
+            runs=VerifiedRuns(memory),
         )
         await source.start()
         stack.push_async_callback(source.aclose)

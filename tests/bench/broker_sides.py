@@ -24,7 +24,7 @@ import confluent_kafka
 import httpx
 
 from tests.bench.broker_bucket import CHECK_MASK, PARTITIONS, TOPIC, Built, record_sum
-from tests.bench.http_procs import self_cpu_s, tree_cpu_s
+from tests.bench.http_procs import end, self_cpu_s, tree_cpu_s
 from tests.fixtures.ports import LOCALHOST, free_port, listening_port
 
 BUCKET_NAME: Final = "bench-broker"
@@ -133,12 +133,7 @@ class SlowS3:
         return int(s["gets"]), int(s["bytes"]), tree_cpu_s(self.proc.pid)
 
     def close(self) -> None:
-        self.proc.terminate()
-        try:
-            self.proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
+        end(self.proc)
         self._out.close()
 
 
@@ -220,10 +215,5 @@ class Gateway:
         return out
 
     def close(self) -> None:
-        self.proc.terminate()
-        try:
-            self.proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
+        end(self.proc, timeout_s=30)
         self._out.close()

@@ -82,12 +82,17 @@ class Nginx:
     folder: Path
 
     def stop(self) -> None:
-        self.proc.terminate()
-        try:
-            self.proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
+        end(self.proc)
+
+
+def end(proc: subprocess.Popen[bytes], timeout_s: float = 10) -> None:
+    """SIGTERM, then SIGKILL once ``timeout_s`` has passed."""
+    proc.terminate()
+    try:
+        proc.wait(timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
 
 
 def nginx_binary() -> str | None:

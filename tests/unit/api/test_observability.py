@@ -41,6 +41,29 @@ def test_metrics_name_the_build(client: TestClient) -> None:
     assert commit.group(1) == UNKNOWN or re.fullmatch(r"[0-9a-f]{40}", commit.group(1))
 
 
+def _value(text: str, name: str) -> float:
+    (value,) = re.findall(rf"^{name} (\S+)$", text, re.MULTILINE)
+    return float(value)
+
+
+def test_metrics_show_what_admission_admitted_and_shed(client: TestClient) -> None:
+    """The byte budget and the gate of pages, as the worker answering sees them: a JSON page
+    takes its bytes and a turn, a raw answer its bytes only; none is in flight after."""
+    client.get(RECORDS.format(topic=TOPIC), params={"offset": 0})
+    raw = {"Accept": "application/octet-stream"}
+    client.get(RECORDS.format(topic=TOPIC), params={"offset": 0}, headers=raw)
+    text = client.get("/metrics").text
+    assert _value(text, "tiered_gateway_inflight_admitted_total") == 2
+    assert _value(text, "tiered_gateway_pages_admitted_total") == 1
+    for name in ("inflight_waited", "inflight_refused", "pages_refused", "pages_refused_late"):
+        assert _value(text, f"tiered_gateway_{name}_total") == 0, name
+    assert _value(text, "tiered_gateway_inflight_bytes") == 0
+    assert _value(text, "tiered_gateway_pages_active") == 0
+    assert _value(text, "tiered_gateway_inflight_bytes_limit") > 0
+    assert _value(text, "tiered_gateway_pages_active_limit") > 0
+    assert _value(text, "tiered_gateway_event_loop_lag_seconds") >= 0
+
+
 def test_requests_and_bytes_are_counted_per_topic_endpoint_and_outcome(
     client: TestClient,
 ) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import gc
 import logging
 import platform
 import threading
@@ -14,7 +15,13 @@ from gateway.api import create_app
 from gateway.config import Settings
 from gateway.deadline import Deadline
 from gateway.service.admission import ByteBudget
-from gateway.service.memory import MMAP_THRESHOLD, Glibc, Trimmer, heap_returned
+from gateway.service.memory import (
+    MMAP_THRESHOLD,
+    Glibc,
+    Trimmer,
+    collector_settled,
+    heap_returned,
+)
 from tests.unit.api.fake import FakeService
 
 pytestmark = pytest.mark.skipif(platform.libc_ver()[0] != "glibc", reason="glibc only")
@@ -136,3 +143,30 @@ def test_the_app_runs_the_trimmer_for_its_lifespan(caplog: pytest.LogCaptureFixt
         assert r.status_code == 200, r.text
         assert not any("heap trims" in m for m in caplog.messages)  # still running
     assert any(m.startswith("heap trims: ") for m in caplog.messages)  # stopped with the app
+
+
+class _Loading:
+    """A service whose catalog loads when told."""
+
+    def __init__(self) -> None:
+        self.loaded = asyncio.Event()
+
+    async def wait_ready(self) -> None:
+        await self.loaded.wait()
+
+
+async def test_the_collector_settles_only_once_the_catalog_is_loaded() -> None:
+    service = _Loading()
+    gc.unfreeze()
+    try:
+        settling = asyncio.create_task(collector_settled(service))  # type: ignore[arg-type]
+        for _ in range(5):
+            await asyncio.sleep(0)
+        assert not settling.done() and gc.get_freeze_count() == 0
+        assert any(o is service for o in gc.get_objects())  # walked by every full collection
+        service.loaded.set()
+        await asyncio.wait_for(settling, 30)
+        assert gc.get_freeze_count() > 0
+        assert not any(o is service for o in gc.get_objects())  # out of the collector's sight
+    finally:
+        gc.unfreeze()

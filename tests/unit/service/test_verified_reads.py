@@ -127,7 +127,7 @@ def test_a_run_answers_by_table() -> None:
 def test_runs_are_found_by_offset_and_forgotten_when_evicted() -> None:
     segment = uuid.UUID(int=7)
     a, b = _run(300, 300, first=0), _run(300, 300, first=4)
-    runs = VerifiedRuns(a.charge + b.charge)
+    runs = VerifiedRuns(CacheMemory(a.charge + b.charge))
     runs.add(segment, a)
     runs.add(segment, b)
     assert runs.find(segment, 1) is a and runs.find(segment, 5) is b
@@ -154,7 +154,7 @@ def test_units_and_runs_share_one_budget() -> None:
     segment = uuid.UUID(int=9)
     run = _run(300, first=0)
     memory = CacheMemory(run.charge + 1000)
-    runs = VerifiedRuns(run.charge + 1000, memory)
+    runs = VerifiedRuns(memory)
     runs.add(segment, run)
     memory[(segment, ~0)] = bytes(900)  # a unit
     assert runs.find(segment, 0) is run and len(memory) == 2
