@@ -78,7 +78,7 @@ from gateway.api.render import (
 )
 from gateway.deadline import Deadline
 from gateway.errors import GatewayError, InvalidFormatError, InvalidRequestError
-from gateway.service.admission import RequestGate
+from gateway.service.admission import RequestGate, raw_reservation
 from gateway.service.protocol import Service
 from gateway.service.types import FetchedRecord, FetchResult, IsolationLevel
 
@@ -312,7 +312,7 @@ def router() -> APIRouter:
             total = page = max_bytes or settings.default_max_bytes
         gate.admit()  # not while the event loop runs late
         # The page's share of the bytes in flight, held until the response is sent.
-        held = await budget.acquire(page, deadline)
+        held = await budget.acquire(raw_reservation(page) if media_type == RAW else page, deadline)
         release = release_once(lambda: budget.release(held))
         try:
             response = await _respond(fetch, media_type, query.offset, total, page)

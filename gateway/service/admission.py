@@ -46,6 +46,20 @@ from dataclasses import dataclass
 from gateway.deadline import Deadline
 from gateway.errors import OverloadedError
 
+RAW_SHARE = 4
+"""A raw answer (record batches as stored) reserves ``1 / RAW_SHARE`` of its bytes: they are
+slices of verified memory, the caches' and bounded by them, against a decoded JSON/NDJSON page
+that holds 9-12 times its bytes while it is written, for which the default budget is sized.
+Reserving raw pages whole, 100 concurrent 1 MiB cold raw reads at the defaults (2 workers,
+8 MiB each) waited out ``queue_wait_ms`` and got 503; reserving a quarter, all were answered and
+the summed PSS stayed within 10 MiB of idle + the caches' budgets (docs/benchmarks.md,
+issue 30)."""
+
+
+def raw_reservation(nbytes: int) -> int:
+    """What a raw answer of at most ``nbytes`` reserves of the byte budget."""
+    return max(-(-nbytes // RAW_SHARE), 1)
+
 
 @dataclass(slots=True)
 class BudgetStats:

@@ -1,6 +1,7 @@
 """The cold figure of the end-to-end HTTP benchmark: ``serve`` on the bench bucket behind a slow
 S3 stand-in (:mod:`tests.bench.slow_s3`: 20 ms to the first byte, 100 MiB/s per GET), the
-indexes loaded, then ``reads`` concurrent raw fetches of distinct 1 MiB ranges nothing has read.
+indexes loaded, then ``reads`` concurrent raw fetches of distinct 1 MiB ranges nothing has read;
+``serve`` at its defaults (workers, budgets), as users run it.
 
 Theory (as ``bench_cold``): ceil(reads / GET concurrency) waves of one read's first byte + its
 bytes at the per-GET bandwidth, with the server's configured GET concurrency."""
@@ -170,7 +171,8 @@ def _prime(url: str, bucket: BenchBucket) -> None:
 def _floor(bucket: BenchBucket, work: Path, reads: int, ask: int) -> list[float]:
     """The same cold reads on the filesystem store (no latency): what is not the store's."""
     log = work / "serve-cold-file.log"
-    proc, url = start_serve(["--store", bucket.store_url, "--key-prefix", KEY_PREFIX], log)
+    args = ["--store", bucket.store_url, "--key-prefix", KEY_PREFIX]
+    proc, url = start_serve(args, log, defaults=True)
     try:
         wait_ready(url, proc, log)
         _prime(url, bucket)
@@ -191,7 +193,7 @@ def run_cold(bucket: BenchBucket, work: Path, reads: int, ask: int) -> Cold:
         args = ["--store", f"s3://{BUCKET}", "--key-prefix", KEY_PREFIX, "--s3-endpoint-url",
                 endpoint, "--s3-path-style", "--s3-region", "us-east-1"]  # fmt: skip
         log = work / "serve-cold.log"
-        proc, url = start_serve(args, log)
+        proc, url = start_serve(args, log, defaults=True)
         try:
             wait_ready(url, proc, log)
             _prime(url, bucket)

@@ -10,7 +10,7 @@ from fastapi import FastAPI
 from fastapi.testclient import TestClient
 
 from gateway.deadline import Deadline
-from gateway.service.admission import ByteBudget, RequestGate
+from gateway.service.admission import RAW_SHARE, ByteBudget, RequestGate, raw_reservation
 from tests.unit.api.conftest import DEFAULT_MAX_BYTES
 
 URL = "/v1/topics/orders/partitions/0/records"
@@ -41,6 +41,22 @@ def test_a_full_budget_answers_overloaded_within_the_deadline(
     budget.release(taken)
     assert held.get(URL, params={"offset": 0}).status_code == 200
     assert budget.in_use == 0 and budget.stats.refused == 1
+
+
+def test_a_raw_answer_reserves_a_quarter_of_its_page(held: TestClient, budget: ByteBudget) -> None:
+    """With three quarters of the budget held, a raw page of the whole budget still starts (it
+    reserves a quarter: slices of verified memory), a JSON page of the same size waits, then
+    503."""
+    assert held.portal is not None
+    taken = held.portal.call(budget.acquire, DEFAULT_MAX_BYTES * 3 // 4, Deadline.after(60))
+    page = {"offset": 0, "max_bytes": DEFAULT_MAX_BYTES, "timeout_ms": 50}
+    raw = held.get(URL, params=page, headers={"Accept": "application/octet-stream"})
+    assert raw.status_code == 200, raw.text
+    json = held.get(URL, params=page)
+    assert json.status_code == 503 and json.json()["error_code"] == "overloaded", json.text
+    budget.release(taken)
+    assert budget.in_use == 0 and budget.stats.refused == 1
+    assert raw_reservation(1) == 1 and raw_reservation(RAW_SHARE + 1) == 2
 
 
 @pytest.mark.parametrize(
