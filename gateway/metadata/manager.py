@@ -59,7 +59,7 @@ class RemoteLogMetadataManager(MetadataViews):
     @contextmanager
     def batch(self) -> Iterator[None]:
         """Group many events into one commit; each event stays atomic on its own."""
-        with self._lock, self._db.transaction():
+        with self._writing():
             yield
 
     def follow_positions(self, metadata_topic: str) -> dict[int, int]:
@@ -97,7 +97,7 @@ class RemoteLogMetadataManager(MetadataViews):
                 f"not {meta.state.name}"
             )
         tp, sid = meta.partition, meta.segment_id.id
-        with self._lock, self._db.transaction():
+        with self._writing():
             existing = self._segment(tp, sid)
             check_segment_transition(
                 meta.segment_id, existing.state if existing else None, meta.state
@@ -140,7 +140,7 @@ class RemoteLogMetadataManager(MetadataViews):
                 "(add the segment instead)"
             )
         tp, sid = update.segment_id.partition, update.segment_id.id
-        with self._lock, self._db.transaction():
+        with self._writing():
             existing = self._segment(tp, sid)
             if existing is None:
                 raise RemoteResourceNotFoundError(
@@ -160,7 +160,7 @@ class RemoteLogMetadataManager(MetadataViews):
     def put_remote_partition_delete_metadata(self, meta: RemotePartitionDeleteMetadata) -> None:
         """``putRemotePartitionDeleteMetadata``; FINISHED drops everything of the partition."""
         tp = meta.partition
-        with self._lock, self._db.transaction():
+        with self._writing():
             part = self._partition_state(tp)
             check_partition_transition(tp, part.delete_state if part else None, meta.state)
             if meta.state is PartitionDeleteState.DELETE_PARTITION_FINISHED:
@@ -192,7 +192,7 @@ class RemoteLogMetadataManager(MetadataViews):
         checkpoint of the upload before agrees (``previous``, else the one recorded before):
         a checkpoint has no checksum, and one damaged byte must not hide records."""
         LeaderEpochCache(entries)  # validates: increasing, non-negative
-        with self._lock, self._db.transaction():
+        with self._writing():
             if previous is None:
                 stored = self._db.get(ks.lineage_key(tp))
                 previous = None if stored is None else ks.decode_lineage(stored)[1]
@@ -213,7 +213,7 @@ class RemoteLogMetadataManager(MetadataViews):
         again at each answer), until a newer checkpoint agrees (:meth:`set_epoch_lineage`) or
         ``segment`` is gone."""
         LeaderEpochCache(entries)  # validates: increasing, non-negative
-        with self._lock, self._db.transaction():
+        with self._writing():
             self._db.put(ks.dispute_key(tp), ks.encode_dispute(segment, entries, where))
 
     # --- state handlers (inside a transaction) -----------------------------------------------
