@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -13,7 +12,6 @@ from gateway.errors import (
     RemoteResourceNotFoundError,
     UnknownTopicOrPartitionError,
 )
-from gateway.metadata.backend import MemoryBackend
 from gateway.metadata.manager import RemoteLogMetadataManager
 from gateway.metadata.model import (
     PartitionDeleteState,
@@ -27,14 +25,6 @@ from tests.unit.metadata.helpers import TP, partition_delete, seg_id, segment, u
 
 S = SegmentState
 P = PartitionDeleteState
-
-
-@pytest.fixture(params=["memory", "sqlite"])
-def rlmm(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[RemoteLogMetadataManager]:
-    backend = MemoryBackend() if request.param == "memory" else SQLiteBackend(tmp_path / "m.db")
-    manager = RemoteLogMetadataManager(backend)
-    yield manager
-    manager.close()
 
 
 def finish(rlmm: RemoteLogMetadataManager, n: int, *args: object, **kwargs: object) -> None:

@@ -3,26 +3,13 @@ a read after a write sees it, committed or undone, on both backends; an error is
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from pathlib import Path
-
 import pytest
 
 from gateway.errors import UnknownTopicOrPartitionError
 from gateway.metadata import views
-from gateway.metadata.backend import MemoryBackend
 from gateway.metadata.manager import RemoteLogMetadataManager
 from gateway.metadata.model import SegmentState, TopicIdPartition
-from gateway.metadata.sqlite import SQLiteBackend
 from tests.unit.metadata.helpers import TP, segment, update
-
-
-@pytest.fixture(params=["memory", "sqlite"])
-def rlmm(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[RemoteLogMetadataManager]:
-    backend = MemoryBackend() if request.param == "memory" else SQLiteBackend(tmp_path / "m.db")
-    manager = RemoteLogMetadataManager(backend)
-    yield manager
-    manager.close()
 
 
 def _finish(rlmm: RemoteLogMetadataManager, n: int, start: int, end: int, epoch: int) -> None:
