@@ -110,6 +110,13 @@ def _check_ready(service: Service, detailed: bool) -> None:
         raise NotReadyError(f"the catalog of remote segments is not loaded yet{shown}")
 
 
+def admit(request: Request) -> None:
+    """503 ``overloaded`` while the worker's event loop stays late
+    (:meth:`~gateway.service.admission.RequestGate.admit`): for data requests that take no
+    page turn (ListOffsets)."""
+    cast(RequestGate, request.state.gate).admit()
+
+
 class Context(NamedTuple):
     """What a data route needs from the lifespan, in one dependency (each dependency costs
     FastAPI's machinery tens of µs per request: issue 15)."""

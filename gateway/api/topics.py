@@ -11,7 +11,7 @@ from starlette.responses import Response
 
 from gateway.api.auth import DescribableTopic, PrincipalDep, access_of, client_host
 from gateway.api.models import Offset, Partition, Partitions, Segments, Topics, error_responses
-from gateway.api.params import READY, DeadlineDep, PartitionNumber, ServiceDep
+from gateway.api.params import READY, DeadlineDep, PartitionNumber, ServiceDep, admit
 from gateway.api.render import partition_json, segment_json, topic_id_text
 from gateway.errors import InvalidRequestError
 from gateway.kafka.ints import INT64_MAX
@@ -129,6 +129,7 @@ def router() -> APIRouter:
     )
     async def list_offsets(
         *,
+        request: Request,
         topic: DescribableTopic,
         partition: PartitionNumber,
         service: ServiceDep,
@@ -156,8 +157,10 @@ def router() -> APIRouter:
     ) -> Response:
         """Kafka's ListOffsets on the remote tier; offset and timestamp -1 when none match.
         With `isolation_level` read_committed, as a broker answers it: the offsets a
-        read_committed fetch reaches (the last stable offset for latest)."""
+        read_committed fetch reaches (the last stable offset for latest). While the event
+        loop stays late: 503 `overloaded` at once, as for records."""
         spec = parse_offset_spec(timestamp)
+        admit(request)
         result = await service.list_offsets(
             topic, partition, spec, deadline, isolation=isolation_level
         )

@@ -10,7 +10,14 @@ from fastapi import FastAPI
 from fastapi.testclient import TestClient
 
 from gateway.deadline import Deadline
-from gateway.service.admission import RAW_SHARE, ByteBudget, RequestGate, raw_reservation
+from gateway.service.admission import (
+    LAG_WINDOW,
+    RAW_SHARE,
+    ByteBudget,
+    LoopLag,
+    RequestGate,
+    raw_reservation,
+)
 from tests.unit.api.conftest import DEFAULT_MAX_BYTES
 
 URL = "/v1/topics/orders/partitions/0/records"
@@ -113,3 +120,19 @@ def test_every_turn_is_given_back_and_a_full_gate_answers_overloaded(
     assert "Retry-After" in r.headers
     gate.release()
     assert client.get(URL, params={"offset": 0}).status_code == 200
+
+
+def test_list_offsets_is_refused_while_the_loop_stays_late(app: FastAPI) -> None:
+    lag = LoopLag(0.1)
+    gate = RequestGate(4, max_wait_s=0, lag=lag)
+    offsets = "/v1/topics/orders/partitions/0/offsets"
+    with TestClient(app, base_url="http://localhost") as client:
+        client.app_state["gate"] = gate
+        assert client.get(offsets, params={"timestamp": "earliest"}).status_code == 200
+        for _ in range(LAG_WINDOW):
+            lag.record(0.5)
+        r = client.get(offsets, params={"timestamp": "earliest"})
+        assert r.status_code == 503, r.text
+        assert (r.json()["error_code"], r.json()["retriable"]) == ("overloaded", True)
+        assert "Retry-After" in r.headers
+        assert gate.stats.refused_late == 1
