@@ -38,7 +38,7 @@ def credentials(request: Request) -> Credentials:
     )
 
 
-async def _principal(request: Request) -> str:
+async def authenticate(request: Request) -> str:
     access = access_of(request)
     principal = await access.authenticate(credentials(request))
     request.state.principal = principal  # for the audit line, a rate-limited one's included
@@ -61,7 +61,7 @@ async def is_operator(request: Request) -> bool:
     return True
 
 
-PrincipalDep = Annotated[str, Depends(_principal)]
+PrincipalDep = Annotated[str, Depends(authenticate)]
 
 
 async def _describable(request: Request, topic: TopicName, principal: PrincipalDep) -> str:
@@ -69,10 +69,10 @@ async def _describable(request: Request, topic: TopicName, principal: PrincipalD
     return topic
 
 
-async def _readable(request: Request, topic: TopicName, principal: PrincipalDep) -> str:
+async def authorise_read(request: Request, topic: TopicName, principal: PrincipalDep) -> str:
     access_of(request).check_topic(principal, client_host(request), Operation.READ, topic)
     return topic
 
 
 DescribableTopic = Annotated[str, Depends(_describable)]
-ReadableTopic = Annotated[str, Depends(_readable)]
+ReadableTopic = Annotated[str, Depends(authorise_read)]

@@ -127,7 +127,7 @@ class Context(NamedTuple):
     gate: RequestGate
 
 
-async def _context(request: Request) -> Context:
+async def ready_context(request: Request) -> Context:
     """The lifespan's service, settings and byte budget; 503 ``not_ready`` as :data:`READY`."""
     state = request.state
     service = cast(Service, state.service)
@@ -147,4 +147,4 @@ PartitionNumber = Annotated[
 ]
 ServiceDep = Annotated[Service, Depends(get_service)]
 DeadlineDep = Annotated[Deadline, Depends(_deadline)]
-ReadyContext = Annotated[Context, Depends(_context)]
+ReadyContext = Annotated[Context, Depends(ready_context)]

@@ -50,6 +50,7 @@ from starlette.responses import Response, StreamingResponse
 
 from gateway.api.auth import ReadableTopic
 from gateway.api.buffers import BuffersResponse, HeldResponse, release_once
+from gateway.api.direct import direct_route
 from gateway.api.errors import error_body
 from gateway.api.formats import EmbeddedFormat, Encoders
 from gateway.api.models import RecordsResponse, error_responses
@@ -57,6 +58,7 @@ from gateway.api.params import (
     MAX_BYTES_MAX,
     TIMEOUT_MS,
     TIMEOUT_MS_MAX,
+    Context,
     PartitionNumber,
     ReadyContext,
     deadline_after,
@@ -263,11 +265,6 @@ class RecordsQuery(BaseModel):
 def router() -> APIRouter:
     r = APIRouter(prefix="/v1", tags=["records"])
 
-    @r.get(
-        "/topics/{topic}/partitions/{partition}/records",
-        response_model=None,
-        responses={200: _OK, **error_responses(400, 403, 404, 406, 416, 422, 502, 503, 504)},
-    )
     async def get_records(
         *,
         request: Request,
@@ -285,43 +282,58 @@ def router() -> APIRouter:
         bounds.
         A key, value or header value not valid in the asked format: 422 `invalid_format`
         naming the offset (NDJSON: the stream's last line, after the records before it)."""
-        service, settings, budget, gate = ctx
-        media_type = choose_media_type(request.headers.get("accept"))
-        deadline = deadline_after(settings, query.timeout_ms)
-        max_bytes = query.max_bytes
-        if max_bytes is not None and max_bytes > settings.max_response_bytes:
-            raise InvalidRequestError(
-                f"max_bytes {max_bytes} exceeds the maximum {settings.max_response_bytes}",
-                "max_bytes",
-            )
-        encoders = Encoders.of(query.key_format, query.value_format, query.header_format)
-        fetch = _Fetch(
-            service,
-            topic,
-            partition,
-            query.isolation_level,
-            deadline,
-            encoders,
-            request.state,
-            gate,
-        )
-        if media_type == NDJSON:
-            total = max_bytes or settings.max_response_bytes
-            page = min(settings.stream_page_bytes, total)  # a stream holds one page at a time
-        else:
-            total = page = max_bytes or settings.default_max_bytes
-        gate.admit()  # not while the event loop runs late
-        # The page's share of the bytes in flight, held until the response is sent.
-        held = await budget.acquire(raw_reservation(page) if media_type == RAW else page, deadline)
-        release = release_once(lambda: budget.release(held))
-        try:
-            response = await _respond(fetch, media_type, query.offset, total, page)
-        except BaseException:
-            release()
-            raise
-        return HeldResponse(response, release)
+        return await serve_records(request, ctx, topic, partition, query)
 
+    r.add_api_route(
+        "/topics/{topic}/partitions/{partition}/records",
+        get_records,
+        methods=["GET"],
+        response_model=None,
+        responses={200: _OK, **error_responses(400, 403, 404, 406, 416, 422, 502, 503, 504)},
+        route_class_override=direct_route(RecordsQuery, serve_records),  # gateway.api.direct
+    )
     return r
+
+
+async def serve_records(
+    request: Request, ctx: Context, topic: str, partition: int, query: RecordsQuery
+) -> Response:
+    """The records route once its parameters are checked and the topic authorised."""
+    service, settings, budget, gate = ctx
+    media_type = choose_media_type(request.headers.get("accept"))
+    deadline = deadline_after(settings, query.timeout_ms)
+    max_bytes = query.max_bytes
+    if max_bytes is not None and max_bytes > settings.max_response_bytes:
+        raise InvalidRequestError(
+            f"max_bytes {max_bytes} exceeds the maximum {settings.max_response_bytes}",
+            "max_bytes",
+        )
+    encoders = Encoders.of(query.key_format, query.value_format, query.header_format)
+    fetch = _Fetch(
+        service,
+        topic,
+        partition,
+        query.isolation_level,
+        deadline,
+        encoders,
+        request.state,
+        gate,
+    )
+    if media_type == NDJSON:
+        total = max_bytes or settings.max_response_bytes
+        page = min(settings.stream_page_bytes, total)  # a stream holds one page at a time
+    else:
+        total = page = max_bytes or settings.default_max_bytes
+    gate.admit()  # not while the event loop runs late
+    # The page's share of the bytes in flight, held until the response is sent.
+    held = await budget.acquire(raw_reservation(page) if media_type == RAW else page, deadline)
+    release = release_once(lambda: budget.release(held))
+    try:
+        response = await _respond(fetch, media_type, query.offset, total, page)
+    except BaseException:
+        release()
+        raise
+    return HeldResponse(response, release)
 
 
 async def _respond(fetch: _Fetch, media_type: str, offset: int, total: int, page: int) -> Response:
