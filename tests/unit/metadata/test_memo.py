@@ -70,3 +70,14 @@ def test_the_memo_is_bounded(
         rlmm.epoch_for_offset(TP, 100 + offset)
         _reads(rlmm)
         assert len(rlmm._memo) <= 3
+
+
+def test_the_segment_holding_an_offset_follows_its_state(rlmm: RemoteLogMetadataManager) -> None:
+    """The segment found by offset is decoded once, then comes from the memo until a write
+    changes it (its state here)."""
+    _finish(rlmm, 1, 100, 199, epoch=0)
+    found = rlmm.remote_log_segment_metadata(TP, 0, 150)
+    assert found is not None and found is rlmm.remote_log_segment_metadata(TP, 0, 150)
+    assert found.state is SegmentState.COPY_SEGMENT_FINISHED
+    rlmm.apply(update(1, SegmentState.DELETE_SEGMENT_STARTED))
+    assert rlmm.remote_log_segment_metadata(TP, 0, 150) is None
