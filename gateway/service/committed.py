@@ -25,9 +25,9 @@ from gateway.metadata.manager import RemoteLogMetadataManager
 from gateway.metadata.model import RemoteLogSegmentMetadata, TopicIdPartition
 from gateway.read.framing import SegmentFramer
 from gateway.read.txn import MarkerLedger, check_verdicts
-from gateway.service.fetch import MIN_WINDOW, Fetcher, segment_bounds
+from gateway.service.fetch import MIN_WINDOW, Fetcher
 from gateway.service.locate import held, read_inline, resolve
-from gateway.service.runs import SegmentRead
+from gateway.service.runs import SegmentRead, segment_bounds
 from gateway.service.stable import StableBounds
 from gateway.service.types import AbortedTransaction, FetchedBatches
 

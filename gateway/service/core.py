@@ -31,13 +31,14 @@ from gateway.metadata.model import RemoteLogSegmentMetadata, TopicIdPartition
 from gateway.metadata.scan import BucketScanner
 from gateway.remote.reader import SegmentReader
 from gateway.service.committed import committed, pending_error
-from gateway.service.fetch import Fetcher, SegmentVanishedError, to_batches
+from gateway.service.fetch import Fetcher, SegmentVanishedError
 from gateway.service.listing import segment_infos
 from gateway.service.locate import read_inline, remote_bounds
 from gateway.service.metrics import CoreCollector
 from gateway.service.offsets import NOT_FOUND, OffsetFinder, check_epochs
 from gateway.service.protocol import OffsetSpec
 from gateway.service.records import decode_records
+from gateway.service.runs import to_batches
 from gateway.service.stable import StableBounds, stable_bounds
 from gateway.service.types import (
     FetchedRecord,

@@ -40,25 +40,22 @@ from gateway.errors import (
 from gateway.kafka.batch import RecordBatch
 from gateway.metadata.manager import RemoteLogMetadataManager
 from gateway.metadata.model import RemoteLogSegmentMetadata, TopicIdPartition
-from gateway.read.framing import SegmentBounds, SegmentFramer
+from gateway.read.framing import SegmentFramer
 from gateway.remote.keys import Suffix
 from gateway.service.locate import Claims, held, locate, read_inline, remote_bounds, resolve
-from gateway.service.runs import ColdRead, Run, SegmentRead, Window, frame_window
+from gateway.service.runs import (
+    ColdRead,
+    Run,
+    SegmentRead,
+    Window,
+    frame_window,
+    segment_bounds,
+)
 from gateway.service.types import FetchedBatches
 from indexcache import SegmentIndexes
 
 MIN_WINDOW = 64 * 1024
 MAX_WINDOW = 8 * 1024 * 1024
-
-
-def segment_bounds(meta: RemoteLogSegmentMetadata, key: str) -> SegmentBounds:
-    return SegmentBounds(
-        key,
-        meta.start_offset,
-        meta.end_offset,
-        meta.segment_size_in_bytes,
-        tuple(sorted(meta.segment_leader_epochs, key=lambda e: e[1])),
-    )
 
 
 class SegmentVanishedError(ObjectNotFoundError):
@@ -402,18 +399,3 @@ class Fetcher:
             return await self.window(meta, framer, boundary, size, deadline, verify=True)
 
         return ColdRead(meta, framer, self.source.runs, read)
-
-
-def to_batches(reads: list[SegmentRead]) -> tuple[FetchedBatches, ...]:
-    return tuple(part for r in reads for part in r.parts)
-
-
-__all__ = [
-    "MAX_WINDOW",
-    "MIN_WINDOW",
-    "Fetcher",
-    "SegmentRead",
-    "SegmentVanishedError",
-    "segment_bounds",
-    "to_batches",
-]

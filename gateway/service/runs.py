@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from gateway.cache.verified import VerifiedRun, VerifiedRuns
 from gateway.kafka.batch import LOG_OVERHEAD, PEEK, RecordBatch
 from gateway.metadata.model import RemoteLogSegmentMetadata
-from gateway.read.framing import SegmentFramer
+from gateway.read.framing import SegmentBounds, SegmentFramer
 from gateway.service.types import FetchedBatches
 
 
@@ -151,3 +151,20 @@ class ColdRead:
                 self.queued.append(verified)
             if framer.last_offset != meta.end_offset or framer.at_end:
                 return self.take(offset)
+
+
+def segment_bounds(meta: RemoteLogSegmentMetadata, key: str) -> SegmentBounds:
+    """What the segment's metadata promises about its bytes, for the framer (``key``: its
+    object, for messages)."""
+    return SegmentBounds(
+        key,
+        meta.start_offset,
+        meta.end_offset,
+        meta.segment_size_in_bytes,
+        tuple(sorted(meta.segment_leader_epochs, key=lambda e: e[1])),
+    )
+
+
+def to_batches(reads: list[SegmentRead]) -> tuple[FetchedBatches, ...]:
+    """The parts of ``reads``, in order: the answer's batches (one view per run piece)."""
+    return tuple(part for r in reads for part in r.parts)
