@@ -124,9 +124,10 @@ def create_app(
             lag = LoopLag(settings.max_loop_lag_ms / 1000)
             gate = RequestGate(settings.max_active_pages, lag=lag)
             lag_task = asyncio.create_task(lag.run(), name="loop-lag")
-            settle = asyncio.create_task(
-                collector_settled(service) if own_process else asyncio.sleep(0),
-                name="collector-settled",
+            settle = (
+                asyncio.create_task(collector_settled(service), name="collector-settled")
+                if own_process
+                else None
             )
             threshold = settings.malloc_mmap_threshold or None
             # /metrics shows these beside the core's: admission's, then a companion's
@@ -149,7 +150,8 @@ def create_app(
                     }
             finally:
                 lag_task.cancel()
-                settle.cancel()
+                if settle is not None:
+                    settle.cancel()
         if audit is not None:
             audit.close()
         log.info("service closed")
