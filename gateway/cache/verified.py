@@ -25,7 +25,7 @@ import uuid
 from array import array
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from cachetools import Cache
 
@@ -36,7 +36,7 @@ from gateway.lru import ByteLRU
 RunKey = tuple[uuid.UUID, int, int]  # (segment, first offset, RUN): never a unit's key
 RUN = 0
 RUN_KEY_LEN = 3  # a unit's key has 2 parts
-_OVERHEAD = 512  # the run object, its arrays' headers, the LRU's entry
+OVERHEAD = 512  # the run object, its arrays' headers, the LRU's entry
 _COPY_SLACK = 64 << 10  # a view pinning more than this beyond itself is copied out
 
 
@@ -68,7 +68,7 @@ class VerifiedRun:
         ends = array("q", [b.position + b.size_in_bytes - start for b in batches])
         bases = array("q", [b.base_offset for b in batches])
         lasts = array("q", [b.last_offset for b in batches])
-        return cls(start, data, ends, bases, lasts, pinned + 24 * len(batches) + _OVERHEAD)
+        return cls(start, data, ends, bases, lasts, pinned + 24 * len(batches) + OVERHEAD)
 
     def __len__(self) -> int:
         return len(self.ends)
@@ -119,6 +119,14 @@ class VerifiedRunStats:
     evictions: int
 
 
+class RunShare(Protocol):
+    """Runs shared with other processes (:class:`~gateway.cache.shared_runs.SharedRunArena`)."""
+
+    def find(self, segment: uuid.UUID, offset: int) -> VerifiedRun | None: ...
+
+    def publish(self, segment: uuid.UUID, run: VerifiedRun) -> bool: ...
+
+
 def _weight(entry: bytes | VerifiedRun) -> int:
     return entry.charge if isinstance(entry, VerifiedRun) else len(entry)
 
@@ -144,8 +152,12 @@ class VerifiedRuns:
     """The process's verified runs, kept in ``memory`` (shared with the loaded units), within
     its budget; none is kept without one."""
 
-    def __init__(self, memory: CacheMemory | None = None) -> None:
+    def __init__(self, memory: CacheMemory | None = None, shared: RunShare | None = None) -> None:
+        """``shared``: the runs of the server's other workers
+        (:mod:`gateway.cache.shared_runs`), looked in on a miss, and where the runs added here
+        are published."""
         self._keeps = memory is not None
+        self.shared = shared
         self._lru = memory if memory is not None else CacheMemory(1)
         self._lru.on_run_evicted = self._unindex
         self._firsts: dict[uuid.UUID, list[int]] = {}
@@ -184,11 +196,21 @@ class VerifiedRuns:
                     used: VerifiedRun = self._lru[key]  # the use
                     return used
         self._misses += 1
+        if self.shared is not None:
+            copied = self.shared.find(segment, offset)
+            if copied is not None:
+                self._keep(segment, copied)
+                return copied
         return None
 
     def add(self, segment: uuid.UUID, run: VerifiedRun) -> None:
-        """Keep ``run`` (unless it is larger than the budget, or a held run of the same first
-        offset reaches as far)."""
+        """Keep ``run``, just verified (unless it is larger than the budget, or a held run of
+        the same first offset reaches as far), and publish it to the other workers."""
+        if self.shared is not None:
+            self.shared.publish(segment, run)
+        self._keep(segment, run)
+
+    def _keep(self, segment: uuid.UUID, run: VerifiedRun) -> None:
         if run.charge > self.max_bytes:
             return
         key = (segment, run.first_offset, RUN)
@@ -218,4 +240,12 @@ class VerifiedRuns:
             del self._firsts[segment]
 
 
-__all__ = ["RUN", "CacheMemory", "RunKey", "VerifiedRun", "VerifiedRunStats", "VerifiedRuns"]
+__all__ = [
+    "OVERHEAD",
+    "RUN",
+    "CacheMemory",
+    "RunKey",
+    "VerifiedRun",
+    "VerifiedRunStats",
+    "VerifiedRuns",
+]

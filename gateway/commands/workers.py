@@ -49,6 +49,8 @@ from dataclasses import dataclass
 from types import FrameType
 from typing import TYPE_CHECKING, Any, Final
 
+from gateway.cache import shared_runs
+from gateway.cache.shared_runs import SharedRunArena
 from gateway.config import Settings
 from gateway.errors import ConfigurationError
 from gateway.service.protocol import Service
@@ -72,6 +74,9 @@ POLL_S: Final = 0.1
 STOP_MARGIN_S: Final = 5.0  # past shutdown_grace_s, a worker still running is killed
 BACKLOG: Final = 2048  # uvicorn's default
 READY_POLL_S: Final = 0.05
+ARENA_SHARE: Final = 0.75
+"""Of the chunk cache's budget, the part in the shared run arena; the rest is divided between
+the workers (the units their reads load, read-ahead, the runs each is using)."""
 ORPHAN_POLL_S: Final = 1.0
 
 Message = MutableMapping[str, Any]
@@ -96,11 +101,26 @@ class WorkerSpec:
     answer meanwhile)."""
     kafka_fds: tuple[int, ...] = ()
     """The Kafka listener's sockets (``--kafka-listener``), bound by the supervisor."""
+    arena: SharedRunArena | None = None
+    """The verified runs every worker shares (mapped by the supervisor)."""
+
+
+def arena_bytes(settings: Settings) -> int:
+    """The part of the chunk cache's budget that is the shared run arena (none with one
+    worker): :data:`ARENA_SHARE` of it, since what is there is held once for every worker."""
+    if settings.workers == 1 or settings.chunk_cache_bytes <= 0:
+        return 0
+    return int(settings.chunk_cache_bytes * ARENA_SHARE)
 
 
 def worker_settings(settings: Settings, index: int) -> Settings:
-    """The settings of worker ``index``: divided budgets, its own catalog file."""
+    """The settings of worker ``index``: divided budgets (the chunk cache's after the shared
+    arena's part), its own catalog file."""
     mine = settings.per_worker()
+    arena = arena_bytes(settings)
+    if arena:
+        own = max(1, (settings.chunk_cache_bytes - arena) // settings.workers)
+        mine = mine.model_copy(update={"chunk_cache_bytes": own})
     if index > 0 and mine.state_dir is not None:
         mine = mine.model_copy(update={"state_dir": mine.state_dir / f"worker-{index}"})
     return mine
@@ -136,6 +156,7 @@ def _run_worker(spec: WorkerSpec) -> int:
 
     share = spec.share
     set_current(share)
+    shared_runs.set_current(spec.arena)
     settings = worker_settings(spec.settings, share.index)
     configure_logging(settings.log_level, settings.log_format)
     sock = socket.socket(fileno=spec.fd)
@@ -331,6 +352,8 @@ class Supervisor:
         self._sock = sock
         self._kafka_fds = tuple(k.fileno() for k in kafka_sockets)
         self._since = time.time()
+        arena = arena_bytes(settings)
+        self._arena = SharedRunArena(arena) if arena else None
         self._procs: dict[int, Forked] = {}
         self._started_at: dict[int, float] = {}
         self._started_pipes: dict[int, int] = {}  # read ends, until the worker says it serves
@@ -345,7 +368,7 @@ class Supervisor:
         os.set_blocking(read_end, False)
         spec = WorkerSpec(
             self._settings, share, self._sock.fileno(), write_end, os.getpid(),
-            restarted=index in self._served, kafka_fds=self._kafka_fds,
+            restarted=index in self._served, kafka_fds=self._kafka_fds, arena=self._arena,
         )  # fmt: skip
         try:
             proc = fork_worker(spec, close=[read_end, *self._started_pipes.values()])

@@ -20,6 +20,7 @@ from prometheus_client.core import (
 from prometheus_client.registry import Collector
 
 from gateway.cache.segments import SegmentSource
+from gateway.cache.shared_runs import SharedRunArena
 from gateway.metadata.follow import FollowStatus, MetadataFollower
 from gateway.metadata.scan import BucketScanner
 from gateway.remote.reader import LATENCY_BUCKETS, ReadCounters
@@ -30,6 +31,7 @@ PREFIX = "tiered_gateway_"
 _RETRY_FIELDS = ("attempts", "retries", "timeouts", "deadline_exceeded", "failures")
 _CHUNK_FIELDS = ("hits", "misses", "loads", "load_failures", "evictions", "readahead_chunks")
 _DISK_FIELDS = ("hits", "misses", "evictions", "corrupt_removed", "write_failures")
+_SHARED_FIELDS = ("hits", "misses", "torn", "published", "bytes_published")
 _INDEX_FIELDS = ("hits", "misses", "loads", "load_failures", "disk_hits", "evictions")
 
 
@@ -114,6 +116,11 @@ class CoreCollector(Collector):
             held = disk.stats()
             yield from _fields("chunk_disk", "Decoded-chunk disk tier", held, _DISK_FIELDS)
             yield _gauge("chunk_disk_bytes", "Bytes on disk", held.bytes)
+        shared = source.runs.shared
+        if isinstance(shared, SharedRunArena):  # serve --workers N
+            what = "Verified runs shared by the workers:"
+            yield from _fields("shared_runs", what, shared.stats(), _SHARED_FIELDS)
+            yield _gauge("shared_runs_max_bytes", "Bytes of the shared run arena", shared.size)
         index = source.indexes_cache.stats()
         yield from _fields("index_cache", "Index cache", index, _INDEX_FIELDS)
         yield _gauge("index_cache_bytes", "Bytes held", index.bytes_held)

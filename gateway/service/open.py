@@ -19,6 +19,7 @@ import threading
 from collections.abc import AsyncIterator, Callable
 from concurrent.futures import ThreadPoolExecutor
 
+from gateway.cache import shared_runs
 from gateway.cache.chunk_disk import ChunkDiskTier
 from gateway.cache.chunks import ChunkCache
 from gateway.cache.segments import SegmentSource
@@ -221,7 +222,7 @@ async def open_service(settings: Settings) -> AsyncIterator[GatewayService]:
             chunk_cache=await _chunk_cache(settings, reader, executor, memory),
             index_cache_bytes=settings.index_cache_bytes,
             index_cache_dir=None if index_dir is None else str(index_dir),
-            runs=VerifiedRuns(memory),
+            runs=VerifiedRuns(memory, shared_runs.current()),
         )
         await source.start()
         stack.push_async_callback(source.aclose)

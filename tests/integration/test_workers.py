@@ -5,6 +5,7 @@ worker that dies is started again; SIGTERM stops every process."""
 from __future__ import annotations
 
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -168,3 +169,55 @@ def test_workers_stop_when_the_supervisor_is_killed(demo: DemoBucket, tmp_path: 
     finally:
         stop(proc)
     assert log.read_text().count("is gone: stopping") == 2
+
+
+COUNTER = re.compile(r"^tiered_gateway_(\w+_total) (\S+)$", re.MULTILINE)
+
+
+def _counters(url: str) -> tuple[int, dict[str, float]]:
+    """The pid that answered ``/metrics`` on a new connection, and its counters."""
+    response = _fresh_get(url, "/metrics")
+    return _served_by(response), {m[1]: float(m[2]) for m in COUNTER.finditer(response.text)}
+
+
+def test_a_worker_serves_the_runs_its_sibling_verified(demo: DemoBucket, tmp_path: Path) -> None:
+    """Worker A reads a partition from the bucket (B stopped, so A takes the connection); then B
+    (A stopped) reads it again: exactly the records, copied from the runs A published in the
+    shared arena, none read from the bucket by B."""
+    log = tmp_path / "serve.log"
+    proc, url = start_serve([*demo.serve_args, "--workers", "2", "--rescan-interval-s", "0"], log)
+    expected = [_as_json(e) for e in expected_records(demo.root / "segments" / "orders-0")]
+    try:
+        wait_ready(url, proc, log)
+        _wait_for(lambda: len(_children(proc.pid)) == 2, "two workers")
+        a, b = _pids_by_stopping(url, _children(proc.pid))
+        got: dict[int, list[tuple[Any, ...]]] = {}
+        counters: dict[int, tuple[dict[str, float], dict[str, float]]] = {}
+        for reader, stopped in ((a, b), (b, a)):
+            os.kill(stopped, signal.SIGSTOP)
+            try:
+                pid, before = _counters(url)
+                with httpx.Client(base_url=url, timeout=30) as client:
+                    records, _ = walk(client, "orders", 0, 3000, "read_uncommitted")
+                    assert _served_by(client.get("/healthz")) == reader == pid
+                counters[reader] = before, _counters(url)[1]
+            finally:
+                os.kill(stopped, signal.SIGCONT)
+            got[reader] = [_got(r) for r in records]
+    finally:
+        stop(proc)
+    assert got[a] == got[b] == expected
+    b_before, b_after = counters[b]
+
+    def grew(counts: tuple[dict[str, float], dict[str, float]], name: str) -> float:
+        return counts[1][name] - counts[0][name]
+
+    assert grew(counters[a], "chunk_cache_loads_total") > 0  # A read the bucket
+    assert grew(counters[a], "shared_runs_published_total") > 0
+    # every run B answered from was one A had published (B's only read of segment bytes is
+    # its own check of the partition's tail, made once per process before it reports the end)
+    assert grew(counters[b], "shared_runs_hits_total") == grew(
+        counters[a], "shared_runs_published_total"
+    )
+    assert grew(counters[b], "shared_runs_misses_total") == 0, (b_before, b_after)
+    assert grew(counters[b], "chunk_cache_misses_total") <= 1, (b_before, b_after)

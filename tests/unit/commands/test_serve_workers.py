@@ -212,3 +212,18 @@ def test_a_replacement_that_fails_is_retried_with_backoff_not_fatal(
     sup._backoff[0] = 1e12  # a long backoff: not again yet
     sup._started_at[0] = time.monotonic()
     assert sup._reap() == 0 and starts == [0, 0, 0]
+
+
+def test_the_chunk_budget_is_mostly_the_shared_run_arena() -> None:
+    """With workers, 3/4 of the chunk cache's budget is the one arena they share; the rest is
+    divided between them (their units and read-ahead); one worker keeps it all."""
+    s = load_settings({"store": "file:///x", "workers": 2, "chunk_cache_bytes": "256MiB"})
+    assert workers.arena_bytes(s) == 192 * MiB
+    assert worker_settings(s, 0).chunk_cache_bytes == worker_settings(s, 1).chunk_cache_bytes
+    assert worker_settings(s, 1).chunk_cache_bytes == 32 * MiB
+    one = load_settings({"store": "file:///x", "workers": 1, "chunk_cache_bytes": "256MiB"})
+    assert workers.arena_bytes(one) == 0
+    assert worker_settings(one, 0).chunk_cache_bytes == 256 * MiB
+    off = load_settings({"store": "file:///x", "workers": 2, "chunk_cache_bytes": 0})
+    assert workers.arena_bytes(off) == 0
+    assert worker_settings(off, 1).chunk_cache_bytes == 0

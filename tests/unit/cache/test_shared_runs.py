@@ -1,0 +1,188 @@
+"""The verified runs the workers share: a run one process published is found by another (a real
+fork) as a private copy equal to what was published; a run the ring overwrote is a miss; a copy
+torn by a writer while it was taken is thrown away; and a campaign of processes publishing and
+finding at once over a small ring finds only exact runs (0 wrong)."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import random
+import uuid
+from array import array
+from typing import Any
+
+import pytest
+
+from gateway.cache.shared_runs import SharedRunArena
+from gateway.cache.verified import CacheMemory, VerifiedRun, VerifiedRuns
+
+KiB = 1 << 10
+SEGMENTS = [uuid.UUID(int=i + 1) for i in range(4)]
+
+
+def _run(segment: uuid.UUID, first: int, batches: int, size: int = 1000) -> VerifiedRun:
+    """A run whose every byte and table entry follows from (segment, first, batches)."""
+    seed = hashlib.sha256(f"{segment}:{first}:{batches}".encode()).digest()
+    data = (seed * (batches * size // len(seed) + 1))[: batches * size]
+    ends = array("q", [size * (i + 1) for i in range(batches)])
+    bases = array("q", [first + 10 * i for i in range(batches)])
+    lasts = array("q", [first + 10 * i + 9 for i in range(batches)])
+    return VerifiedRun(first * 100, memoryview(data), ends, bases, lasts, len(data) + 512)
+
+
+def _same(got: VerifiedRun, want: VerifiedRun) -> bool:
+    return (
+        got.position == want.position
+        and bytes(got.data) == bytes(want.data)
+        and (got.ends, got.bases, got.lasts) == (want.ends, want.bases, want.lasts)
+    )
+
+
+def _in_child(work: Any) -> int:
+    """Run ``work()`` in a forked child; its exit status (0: it returned True)."""
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - the child
+        code = 1
+        try:
+            code = 0 if work() else 1
+        finally:
+            os._exit(code)
+    _, status = os.waitpid(pid, 0)
+    return os.waitstatus_to_exitcode(status)
+
+
+def test_a_run_published_by_one_process_is_found_by_another() -> None:
+    arena = SharedRunArena(1 << 20)
+    run = _run(SEGMENTS[0], 100, 8)
+
+    def publish() -> bool:
+        arena.forked()
+        return arena.publish(SEGMENTS[0], run)
+
+    assert _in_child(publish) == 0
+    arena.forked()  # this process as a sibling
+    got = arena.find(SEGMENTS[0], 135)  # inside the run's offsets 100..179
+    assert got is not None and _same(got, run)
+    assert bytes(got.data) is not bytes(run.data) and got.data.obj is not arena._ring  # a copy
+    assert arena.find(SEGMENTS[0], 180) is None  # past its last offset
+    assert arena.find(SEGMENTS[1], 135) is None  # another segment
+    assert (arena.stats().hits, arena.stats().misses) == (1, 2)
+
+
+def test_verified_runs_look_in_the_arena_on_a_miss_and_keep_the_copy() -> None:
+    arena = SharedRunArena(1 << 20)
+    writer = VerifiedRuns(CacheMemory(1 << 20), arena)
+    run = _run(SEGMENTS[1], 0, 4)
+    writer.add(SEGMENTS[1], run)  # kept here and published
+    assert arena.stats().published == 1
+    reader = VerifiedRuns(CacheMemory(1 << 20), arena)
+    arena.forked()  # the arena as the reader's process sees it: nothing indexed yet
+    got = reader.find(SEGMENTS[1], 5)
+    assert got is not None and _same(got, run)
+    assert reader.find(SEGMENTS[1], 5) is got  # kept: the second look is the reader's own
+    assert arena.stats().hits == 1
+    assert arena.stats().published == 0  # the reader did not publish the copy it found
+
+
+def test_a_run_the_ring_overwrote_is_a_miss() -> None:
+    arena = SharedRunArena(64 * KiB)
+    old = _run(SEGMENTS[0], 0, 4)  # 4 KB and its table
+    assert arena.publish(SEGMENTS[0], old)
+    for first in range(1000, 1000 + 20 * 100, 100):  # 20 runs of 4 KB: past the ring's 64 KiB
+        assert arena.publish(SEGMENTS[1], _run(SEGMENTS[1], first, 4))
+    arena.forked()
+    assert arena.find(SEGMENTS[0], 0) is None
+    newest = arena.find(SEGMENTS[1], 1000 + 19 * 100)
+    assert newest is not None and _same(newest, _run(SEGMENTS[1], 1000 + 19 * 100, 4))
+
+
+def test_a_run_too_large_for_its_share_of_the_ring_is_not_published() -> None:
+    arena = SharedRunArena(64 * KiB)
+    assert not arena.publish(SEGMENTS[0], _run(SEGMENTS[0], 0, 9))  # 9 KB > 64 KiB / 8
+    assert arena.stats().published == 0
+
+
+class _TearingView:
+    """The ring's view, with a writer that wraps over the run being copied when the copy
+    starts (as a sibling would, between the check before the copy and the one after)."""
+
+    def __init__(self, arena: SharedRunArena) -> None:
+        self._arena = arena
+        self._view = arena._view
+        self.tore = False
+
+    def __getitem__(self, key: slice) -> memoryview:
+        if not self.tore:
+            self.tore = True
+            self._arena._reserve(self._arena.size)  # the whole ring, as one writer would
+        return self._view[key]
+
+    def __setitem__(self, key: slice, value: Any) -> None:
+        self._view[key] = value
+
+
+def test_a_copy_a_writer_overwrote_while_it_was_taken_is_thrown_away() -> None:
+    arena = SharedRunArena(1 << 20)
+    assert arena.publish(SEGMENTS[0], _run(SEGMENTS[0], 0, 4))
+    arena.forked()
+    arena._catch_up()
+    tearing = _TearingView(arena)
+    arena._view = tearing  # type: ignore[assignment]
+    assert arena.find(SEGMENTS[0], 0) is None
+    assert tearing.tore and arena.stats().torn == 1
+    arena._view = tearing._view
+    assert arena.find(SEGMENTS[0], 0) is None  # forgotten: not copied again
+
+
+def test_processes_publishing_and_finding_at_once_find_only_exact_runs() -> None:
+    """Three processes over a ring of 48 runs: each publishes and looks up runs at random
+    (seeded: the sequence of each process is reproducible); every run found must be exactly
+    the run published under its key, the tears are thrown away, and some runs are found."""
+    arena = SharedRunArena(256 * KiB)
+    firsts = range(0, 200 * 1000, 1000)
+
+    def campaign(seed: int) -> bool:
+        arena.forked()
+        rng = random.Random(seed)
+        wrong = 0
+        for _ in range(3000):
+            segment = rng.choice(SEGMENTS)
+            first = rng.choice(firsts)
+            batches = 1 + first // 1000 % 5
+            if rng.random() < 0.4:
+                arena.publish(segment, _run(segment, first, batches))
+            else:
+                got = arena.find(segment, first + rng.randrange(10 * batches))
+                if got is not None and not _same(
+                    got, _run(segment, got.first_offset, len(got.ends))
+                ):
+                    wrong += 1
+        os.write(out, f"{seed} {wrong} {arena.hits} {arena.torn}\n".encode())
+        return wrong == 0
+
+    read_end, out = os.pipe()
+    pids = []
+    for seed in (1, 2, 3):
+        pid = os.fork()
+        if pid == 0:  # pragma: no cover - the child
+            code = 1
+            try:
+                code = 0 if campaign(seed) else 1
+            finally:
+                os._exit(code)
+        pids.append(pid)
+    codes = [os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]) for pid in pids]
+    os.close(out)
+    with os.fdopen(read_end) as lines:
+        report = [line.split() for line in lines.read().splitlines()]
+    assert codes == [0, 0, 0], report
+    assert sum(int(r[1]) for r in report) == 0
+    assert sum(int(r[2]) for r in report) > 0, report  # runs were found (own or siblings')
+
+
+@pytest.mark.parametrize("size", [64 * KiB, 1 << 20])
+def test_the_arena_holds_nothing_in_a_fresh_process(size: int) -> None:
+    arena = SharedRunArena(size)
+    assert arena.find(SEGMENTS[0], 0) is None
+    assert arena.stats().max_bytes == size
