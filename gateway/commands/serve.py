@@ -124,8 +124,10 @@ def serve(settings: Settings, service_factory: ServiceFactory | None = None) -> 
     from gateway.commands.server import DrainingServer  # noqa: PLC0415
     from gateway.commands.workers import supervise, uvicorn_config  # noqa: PLC0415
     from gateway.security.startup import check_start  # noqa: PLC0415
+    from gateway.service.memory import limit_arenas  # noqa: PLC0415
 
     check_start(settings)
+    limit_arenas(settings.malloc_arenas)  # before any thread: the workers inherit it
     companion = None
     if settings.kafka_listener is not None:  # kafka-python's protocol only when it is on
         from gateway.listener.server import check_listener, listening  # noqa: PLC0415

@@ -5,7 +5,10 @@ from __future__ import annotations
 import asyncio
 import gc
 import logging
+import os
 import platform
+import subprocess
+import sys
 import threading
 
 import pytest
@@ -21,6 +24,7 @@ from gateway.service.memory import (
     Trimmer,
     collector_settled,
     heap_returned,
+    limit_arenas,
 )
 from tests.unit.api.fake import FakeService
 
@@ -170,3 +174,47 @@ async def test_the_collector_settles_only_once_the_catalog_is_loaded() -> None:
         assert not any(o is service for o in gc.get_objects())  # out of the collector's sight
     finally:
         gc.unfreeze()
+
+
+ARENAS = """
+import ctypes, sys, threading
+from gateway.service.memory import limit_arenas
+print(limit_arenas(int(sys.argv[1])), flush=True)
+together = threading.Barrier(8)
+held = []
+def use():
+    held.append(bytearray(100_000))  # below the mmap threshold: from this thread's arena
+    together.wait()
+threads = [threading.Thread(target=use) for _ in range(8)]
+for t in threads: t.start()
+for t in threads: t.join()
+ctypes.CDLL(None).malloc_stats()  # "Arena N:" per arena, on stderr
+"""
+
+
+@pytest.mark.parametrize(("arenas", "most"), [(2, 2), (1, 1)])
+def test_limit_arenas_bounds_the_arenas_threads_make(arenas: int, most: int) -> None:
+    env = {k: v for k, v in os.environ.items() if k != "MALLOC_ARENA_MAX"}
+    unlimited = subprocess.run(
+        [sys.executable, "-c", ARENAS, "0"], capture_output=True, text=True, env=env, check=True
+    )
+    limited = subprocess.run(
+        [sys.executable, "-c", ARENAS, str(arenas)],
+        capture_output=True, text=True, env=env, check=True,
+    )  # fmt: skip
+    assert unlimited.stdout.split() == ["False"] and limited.stdout.split() == ["True"]
+    assert unlimited.stderr.count("Arena ") > 2  # glibc's default: one per thread here
+    assert limited.stderr.count("Arena ") == most
+
+
+def test_limit_arenas_leaves_the_environment_to_glibc(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("MALLOC_ARENA_MAX", "4")
+
+    class Refusing(Glibc):
+        def __init__(self) -> None:
+            pass
+
+        def limit_arenas(self, arenas: int) -> bool:
+            raise AssertionError("not called when the environment sets it")
+
+    assert not limit_arenas(2, Refusing())
