@@ -253,6 +253,13 @@ class Settings(BaseSettings):
         ge=0,
         description="memory for detransformed chunks, all workers together (0: no chunk cache)",
     )
+    shared_runs_share: float = Field(
+        default=0.75,
+        ge=0,
+        lt=1,
+        description="with workers, the part of chunk_cache_bytes that is one ring of verified "
+        "runs every worker reads (held once); the rest is divided among the workers; 0: none",
+    )
     chunk_cache_dir: Path | None = Field(
         default=None,
         description="also keep decoded chunks on disk under DIR (decrypted data: a private dir)",

@@ -74,9 +74,6 @@ POLL_S: Final = 0.1
 STOP_MARGIN_S: Final = 5.0  # past shutdown_grace_s, a worker still running is killed
 BACKLOG: Final = 2048  # uvicorn's default
 READY_POLL_S: Final = 0.05
-ARENA_SHARE: Final = 0.75
-"""Of the chunk cache's budget, the part in the shared run arena; the rest is divided between
-the workers (the units their reads load, read-ahead, the runs each is using)."""
 ORPHAN_POLL_S: Final = 1.0
 
 Message = MutableMapping[str, Any]
@@ -107,10 +104,12 @@ class WorkerSpec:
 
 def arena_bytes(settings: Settings) -> int:
     """The part of the chunk cache's budget that is the shared run arena (none with one
-    worker): :data:`ARENA_SHARE` of it, since what is there is held once for every worker."""
+    worker): ``shared_runs_share`` of it, since what is there is held once for every worker;
+    the rest is divided between the workers (the units their reads load, read-ahead, the runs
+    each is using)."""
     if settings.workers == 1 or settings.chunk_cache_bytes <= 0:
         return 0
-    return int(settings.chunk_cache_bytes * ARENA_SHARE)
+    return int(settings.chunk_cache_bytes * settings.shared_runs_share)
 
 
 def worker_settings(settings: Settings, index: int) -> Settings:

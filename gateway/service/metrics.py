@@ -29,7 +29,15 @@ from gateway.storage.retry import RetryCounters
 
 PREFIX = "tiered_gateway_"
 _RETRY_FIELDS = ("attempts", "retries", "timeouts", "deadline_exceeded", "failures")
-_CHUNK_FIELDS = ("hits", "misses", "loads", "load_failures", "evictions", "readahead_chunks")
+_CHUNK_FIELDS = (
+    "hits",
+    "misses",
+    "loads",
+    "load_failures",
+    "evictions",
+    "readahead_chunks",
+    "readahead_wasted",
+)
 _DISK_FIELDS = ("hits", "misses", "evictions", "corrupt_removed", "write_failures")
 _SHARED_FIELDS = ("hits", "misses", "torn", "published", "bytes_published")
 _INDEX_FIELDS = ("hits", "misses", "loads", "load_failures", "disk_hits", "evictions")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import uuid
+from array import array
 from collections.abc import AsyncIterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -13,6 +14,7 @@ import pytest
 from gateway.cache.chunk_disk import ChunkDiskTier
 from gateway.cache.chunks import ChunkCache
 from gateway.cache.segments import SegmentSource
+from gateway.cache.verified import CacheMemory, VerifiedRun, VerifiedRuns
 from gateway.deadline import Deadline
 from gateway.remote.keyring import KeyRing
 from gateway.remote.reader import RemoteSegment, SegmentReader
@@ -150,3 +152,68 @@ async def test_a_read_kept_as_verified_runs_leaves_its_units_room(
     assert cache.stats().entries == 1  # [2048, 2560): the next read begins inside it
     assert await cache.read(remote, SID, 2100, 2560, Deadline.after(10)) == log[2100:2560]
     assert reader.counters.gets == 1
+
+
+async def test_read_ahead_evicted_before_its_use_shrinks_and_used_grows_back(
+    plain: tuple[SegmentReader, RemoteSegment, bytes],
+) -> None:
+    """Read-ahead that memory evicts before the reader comes (more streams than the budget
+    holds) is halved, down to none, and fetches nothing more; units read ahead and used grow
+    it back to what was configured. Every read still returns exactly the segment's bytes."""
+    reader, remote, log = plain
+    b = 64  # blocks
+    assert remote.size >= 160 * b
+    cache = ChunkCache(reader, max_bytes=8 * b, readahead_bytes=4 * b, block_bytes=b)
+
+    async def read(lo: int, hi: int) -> None:
+        assert await cache.read(remote, SID, lo, hi, Deadline.after(10)) == log[lo:hi]
+        await cache.settle()
+
+    async def stream_evicted_ahead(at: int) -> None:
+        """Forward reads at ``at`` whose read-ahead another range evicts before the next."""
+        await read(at, at + b)
+        await read(at + b + 8, at + 2 * b)  # forward: the units ahead are loaded
+        await read(at + 8 * b, at + 16 * b)  # another reader fills memory
+        await read(at + 2 * b, at + 3 * b)  # the unit read ahead is gone
+
+    assert cache.readahead_bytes == 4 * b
+    await stream_evicted_ahead(0)
+    assert cache.stats().readahead_wasted == 1 and cache.readahead_bytes == 2 * b
+    await stream_evicted_ahead(32 * b)
+    assert cache.readahead_bytes == b
+    await stream_evicted_ahead(64 * b)
+    assert cache.readahead_bytes == 0  # below one unit: none
+    ahead = cache.stats().readahead_chunks
+    await read(96 * b, 97 * b)
+    await read(97 * b + 8, 98 * b)  # forward, but no read-ahead now
+    assert cache.stats().readahead_chunks == ahead
+    for i in range(60):  # a lone reader: the probes' units are used, it grows back
+        await read((98 + i) * b + 8, (99 + i) * b)
+    assert cache.readahead_bytes == 4 * b
+    assert cache.stats().readahead_chunks > ahead
+
+
+async def test_no_prefetch_of_a_head_that_a_verified_run_holds(tmp_path: Path) -> None:
+    """The next segment's head is not loaded ahead when its first offset is in a verified
+    run already (a warm pass over a cache whose units were evicted fetches nothing)."""
+    demo = await tier_demo(tmp_path, TieringOptions(chunk_size=CHUNK))
+    runs = VerifiedRuns(CacheMemory(1 << 20))
+    first = demo.meta.start_offset
+    one = array("q", [first])
+    held = VerifiedRun(0, memoryview(b"x"), array("q", [1]), one, one, 600)
+    runs.add(demo.meta.segment_id.id, held)
+    with ThreadPoolExecutor(2) as pool:
+        reader = SegmentReader(demo.store, Retrier(), pool)
+        chunks = ChunkCache(reader, max_bytes=1 << 20, readahead_bytes=4 * BLOCK)
+        source = SegmentSource(
+            reader, KeyRing(), key_prefix=KEY_PREFIX, executor=pool, chunk_cache=chunks,
+            index_cache_bytes=1 << 20, runs=runs,
+        )  # fmt: skip
+        source.prefetch(demo.meta, 4 * BLOCK)
+        await source.settle()
+        assert chunks.stats().readahead_chunks == 0 and reader.counters.gets == 0
+        runs.drop(demo.meta.segment_id.id)  # the same with no run: loaded
+        source.prefetch(demo.meta, 4 * BLOCK)
+        await source.settle()
+        assert chunks.stats().readahead_chunks > 0
+        await source.aclose()

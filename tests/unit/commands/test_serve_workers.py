@@ -227,3 +227,12 @@ def test_the_chunk_budget_is_mostly_the_shared_run_arena() -> None:
     off = load_settings({"store": "file:///x", "workers": 2, "chunk_cache_bytes": 0})
     assert workers.arena_bytes(off) == 0
     assert worker_settings(off, 1).chunk_cache_bytes == 0
+    two = {"store": "file:///x", "workers": 2, "chunk_cache_bytes": "256MiB"}
+    unshared = load_settings({**two, "shared_runs_share": 0})
+    assert workers.arena_bytes(unshared) == 0
+    assert worker_settings(unshared, 1).chunk_cache_bytes == 128 * MiB
+    half = load_settings({**two, "shared_runs_share": 0.5})
+    assert (workers.arena_bytes(half), worker_settings(half, 0).chunk_cache_bytes) == (
+        128 * MiB,
+        64 * MiB,
+    )
