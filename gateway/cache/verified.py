@@ -245,6 +245,7 @@ __all__ = [
     "RUN",
     "CacheMemory",
     "RunKey",
+    "RunShare",
     "VerifiedRun",
     "VerifiedRunStats",
     "VerifiedRuns",

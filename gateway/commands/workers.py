@@ -11,7 +11,9 @@ in ``accept``.
 
 Each worker is a whole gateway (its service, caches, catalog and metrics) with
 :meth:`Settings.per_worker` budgets: the memory, in-flight and GET budgets configured are the
-server's total. The disk tiers share their directories (:mod:`indexcache.share`); with a
+server's total; of the chunk cache's budget, ``shared_runs_share`` is one ring of verified runs
+that the supervisor maps before it forks and every worker reads (:mod:`gateway.cache.shared_runs`),
+the rest divided. The disk tiers share their directories (:mod:`indexcache.share`); with a
 ``state_dir``, worker 0 keeps its catalog in ``state_dir`` itself and worker ``i`` in
 ``state_dir/worker-i`` (one SQLite writer per file). Responses carry ``X-Served-By: worker I
 pid P``. Workers other than 0 take connections only once their first bucket scan is done, so

@@ -182,7 +182,8 @@ def main() -> None:
         print(f"  peer: {out.peer[0] / out.peer[1]:,.0f} records/CPU-s", flush=True)
         if args.cold_reads:
             out.cold = run_cold(bucket, work, args.cold_reads, args.cold_kib * 1024)
-            print(f"  cold: {out.cold.p99_s * 1e3:.0f} ms p99, {out.cold.detail}", flush=True)
+            shed = f", {out.cold.shed} shed (503 overloaded)" if out.cold.shed else ""
+            print(f"  cold: {out.cold.p99_s * 1e3:.0f} ms p99{shed}, {out.cold.detail}", flush=True)
         else:
             out.notes.append("cold reads skipped (--cold-reads 0)")
     out.args["load"] = os.getloadavg()[0]

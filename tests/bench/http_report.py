@@ -36,6 +36,7 @@ class Cold:
     detail: str
     nginx_p99_s: float | None = None  # the same reads from nginx, no latency: the client's floor
     direct_p99_s: float | None = None  # the same client, the same ranges, straight from the store
+    shed: int = 0  # reads answered 503 overloaded (their latency is in the quantiles)
 
     @property
     def ratio(self) -> float | None:
@@ -128,11 +129,14 @@ def rows(r: Results) -> list[tuple[str, str, str, str, str, str]]:
     out.append((
         "cold reads: p99 / the same reads straight from the store"
         + ("" if c is None else f" ({c.reads} concurrent)"),
-        "-" if c is None else f"p50 {c.p50_s * 1e3:.0f} ms, p99 {c.p99_s * 1e3:.0f} ms",
+        "-" if c is None else f"p50 {c.p50_s * 1e3:.0f} ms, p99 {c.p99_s * 1e3:.0f} ms"
+        + (f", {c.shed} shed (503)" if c is not None and c.shed else ""),
         "-" if direct is None else f"p99 {direct * 1e3:.0f} ms (store)",
         "-" if c is None or c.ratio is None else f"{c.ratio:.1f}x",
         f"<= {COLD_GOAL}x",
-        _verdict(None if c is None else c.ratio, COLD_GOAL, at_most=True),
+        "fail" if c is not None and c.shed else _verdict(
+            None if c is None else c.ratio, COLD_GOAL, at_most=True
+        ),
     ))  # fmt: skip
     if c is not None:
         out.append((

@@ -78,6 +78,9 @@ def test_verdicts_follow_the_goals() -> None:
     assert {row[0].split(":")[0]: row for row in http_report.rows(r)}["cold reads"][
         -1
     ] == "**pass**"
+    r.cold = Cold(100, 0.2, 0.5, 0.06, "", direct_p99_s=0.3, shed=2)  # fast, but not all read
+    cold = {row[0].split(":")[0]: row for row in http_report.rows(r)}["cold reads"]
+    assert cold[-1] == "fail" and "2 shed (503)" in cold[1]
 
 
 def test_docs_section_is_appended_once_then_replaced(tmp_path: Path) -> None:
