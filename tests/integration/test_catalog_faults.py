@@ -177,6 +177,12 @@ def test_a_rescan_that_meets_a_store_fault_changes_nothing(
         doomed_prefix = doomed.rsplit(".", 1)[0]
         faults.suffix = f"/{s3_name}" if what == "list" else ".rsm-manifest"
         faults.mode = mode  # type: ignore[assignment]
+        if what == "list":
+            # A pass whose LIST reached the proxy just before the fault may reach moto after the
+            # upload below and register it. Passes run one at a time: once one is aborted after
+            # the fault, every later pass LISTs into it.
+            first = aborted(client)
+            until(lambda: aborted(client) >= first + 1, "a rescan aborted by the fault")
         # The upload first: a pass that lists the deletion then also GETs the new manifest, so
         # a manifest fault fails it (deleting first let a pass in between succeed, GET-free).
         s3.put_object(
