@@ -196,10 +196,7 @@ class SegmentSource:
         async def run() -> None:
             try:
                 found = meta if isinstance(meta, RemoteLogSegmentMetadata) else await meta()
-                if (
-                    found is None
-                    or self.runs.find(found.segment_id.id, found.start_offset) is not None
-                ):
+                if found is None or self.runs.holds(found.segment_id.id, found.start_offset):
                     return  # no next segment, or its head is verified already (or shared)
                 segment = await self.open(found, Deadline.after(INDEX_LOAD_TIMEOUT))
             except Exception as exc:  # a guess: its failure only costs a miss later

@@ -23,6 +23,11 @@ logged: its own runs still serve.
 
 Bytes in the ring were framed and CRC-checked by the worker that published them, before it did,
 so a copy is not walked again ("Verified once, served from memory").
+
+Copies in and out of the ring are numpy assignments, which release the GIL: callers on an event
+loop make them in a thread (:meth:`~gateway.cache.verified.VerifiedRuns.lookup`,
+:meth:`~gateway.cache.verified.VerifiedRuns.share`), and this process's index of the journal is
+guarded for that by a thread lock.
 """
 
 from __future__ import annotations
@@ -32,10 +37,13 @@ import logging
 import mmap
 import multiprocessing
 import struct
+import threading
 import uuid
 from array import array
 from dataclasses import dataclass
 from typing import Final
+
+import numpy as np
 
 from gateway.cache.verified import OVERHEAD, VerifiedRun
 
@@ -77,8 +85,9 @@ class SharedRunArena:
         self.capacity = max(1024, size // ENTRY_BYTES)
         self._ring = mmap.mmap(-1, size)
         self._meta = mmap.mmap(-1, _HEAD.size + self.capacity * _ENTRY.size)
-        self._view = memoryview(self._ring)
+        self._view = np.frombuffer(self._ring, np.uint8)
         self._lock = multiprocessing.get_context("fork").Lock()
+        self._local = threading.Lock()  # this process's index, between its threads
         self._seen = 0  # journal entries this process has indexed
         self._firsts: dict[uuid.UUID, list[int]] = {}
         self._entries: dict[tuple[uuid.UUID, int], _Entry] = {}
@@ -96,6 +105,7 @@ class SharedRunArena:
         self._firsts, self._entries = {}, {}
         self._seen = 0
         self._broken = False
+        self._local = threading.Lock()
         self.hits = self.misses = self.torn = self.published = self.bytes_published = 0
 
     # --- publishing ---------------------------------------------------------------------------
@@ -112,11 +122,11 @@ class SharedRunArena:
             return False
         lo = at % self.size
         view = self._view
-        view[lo : lo + length] = run.data
+        view[lo : lo + length] = np.frombuffer(run.data, np.uint8)
         tables = lo + length
         for column in (run.ends, run.bases, run.lasts):
             step = 8 * len(column)
-            view[tables : tables + step] = column.tobytes()
+            view[tables : tables + step] = np.frombuffer(column, np.uint8)
             tables += step
         entry = _ENTRY.pack(
             segment.bytes, run.first_offset, run.last_offset, run.position, at, length, len(run)
@@ -153,40 +163,62 @@ class SharedRunArena:
 
     # --- finding ------------------------------------------------------------------------------
 
+    def holds(self, segment: uuid.UUID, offset: int, *, counting: bool = False) -> bool:
+        """Whether an announced run of ``segment`` holds ``offset`` and is not overwritten yet
+        (no copy: :meth:`find` may still miss, if a writer reaches it first); ``counting``:
+        a miss is counted when none does (a look before :meth:`find`)."""
+        held = bool(self._candidates(segment, offset))
+        if counting and not held:
+            self.misses += 1
+        return held
+
     def find(self, segment: uuid.UUID, offset: int) -> VerifiedRun | None:
         """A private copy of an announced run of ``segment`` that holds ``offset``, checked
         not to have been overwritten while it was copied."""
+        for first, entry in self._candidates(segment, offset):
+            run = self._copy(entry)
+            if run is not None:
+                self.hits += 1
+                return run
+            self.torn += 1
+            with self._local:
+                if self._entries.get((segment, first)) is entry:
+                    self._forget(segment, first)
+        self.misses += 1
+        return None
+
+    def _candidates(self, segment: uuid.UUID, offset: int) -> list[tuple[int, _Entry]]:
+        """The announced runs of ``segment`` that hold ``offset`` and are not overwritten, the
+        nearest first (the overwritten ones met are forgotten)."""
         if self._broken:
-            return None
-        head = self._catch_up()
-        if head is None:
-            return None
-        firsts = self._firsts.get(segment)
-        if firsts:
+            return []
+        with self._local:
+            head = self._catch_up()
+            firsts = self._firsts.get(segment)
+            if head is None or not firsts:
+                return []
             i = bisect.bisect_right(firsts, offset) - 1
+            found = []
             for first in firsts[max(i - 1, 0) : i + 1][::-1]:  # the nearest two
                 entry = self._entries[segment, first]
                 if entry.last < offset:
                     continue
                 if head <= entry.at + self.size:
-                    run = self._copy(entry)
-                    if run is not None:
-                        self.hits += 1
-                        return run
-                    self.torn += 1
-                self._forget(segment, first)
-        self.misses += 1
-        return None
+                    found.append((first, entry))
+                else:
+                    self._forget(segment, first)
+            return found
 
     def _copy(self, entry: _Entry) -> VerifiedRun | None:
         lo = entry.at % self.size
         n = entry.batches
-        data = self._view[lo : lo + entry.length].tobytes()
+        data = bytearray(entry.length)
+        np.frombuffer(data, np.uint8)[:] = self._view[lo : lo + entry.length]
         tables = lo + entry.length
         columns = []
         for _ in range(3):
             column = array("q")
-            column.frombytes(self._view[tables : tables + 8 * n])
+            column.frombytes(self._ring[tables : tables + 8 * n])
             columns.append(column)
             tables += 8 * n
         if not self._locked():  # the barrier before the check
@@ -199,10 +231,13 @@ class SharedRunArena:
             return None
         ends, bases, lasts = columns
         charge = len(data) + _TABLE * n + OVERHEAD
-        return VerifiedRun(entry.position, memoryview(data), ends, bases, lasts, charge)
+        return VerifiedRun(
+            entry.position, memoryview(data).toreadonly(), ends, bases, lasts, charge
+        )
 
     def _catch_up(self) -> int | None:
-        """Index the journal's entries this process has not seen; the head."""
+        """Index the journal's entries this process has not seen; the head (under
+        ``_local``)."""
         if not self._locked():
             return None
         try:

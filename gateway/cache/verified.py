@@ -20,6 +20,7 @@ answer, one comparison per run.
 
 from __future__ import annotations
 
+import asyncio
 import bisect
 import uuid
 from array import array
@@ -122,6 +123,8 @@ class VerifiedRunStats:
 class RunShare(Protocol):
     """Runs shared with other processes (:class:`~gateway.cache.shared_runs.SharedRunArena`)."""
 
+    def holds(self, segment: uuid.UUID, offset: int, *, counting: bool = False) -> bool: ...
+
     def find(self, segment: uuid.UUID, offset: int) -> VerifiedRun | None: ...
 
     def publish(self, segment: uuid.UUID, run: VerifiedRun) -> bool: ...
@@ -181,8 +184,39 @@ class VerifiedRuns:
         )
 
     def find(self, segment: uuid.UUID, offset: int) -> VerifiedRun | None:
-        """A run of ``segment`` that holds ``offset`` (its first batch starts at or before it,
-        its last ends at or after it)."""
+        """A run of ``segment`` this process holds that holds ``offset`` (its first batch
+        starts at or before it, its last ends at or after it)."""
+        key = self._key(segment, offset)
+        if key is None:
+            self._misses += 1
+            return None
+        self._hits += 1
+        used: VerifiedRun = self._lru[key]  # the use
+        return used
+
+    async def lookup(self, segment: uuid.UUID, offset: int) -> VerifiedRun | None:
+        """:meth:`find`, else a copy of a run the other workers shared (taken in a thread: the
+        copy releases the GIL), kept here from then on."""
+        run = self.find(segment, offset)
+        if (
+            run is not None
+            or self.shared is None
+            or not self.shared.holds(segment, offset, counting=True)
+        ):
+            return run
+        copied = await asyncio.to_thread(self.shared.find, segment, offset)
+        if copied is not None:
+            self.add(segment, copied)
+        return copied
+
+    def holds(self, segment: uuid.UUID, offset: int) -> bool:
+        """Whether a run here or in the other workers' share holds ``offset``; no copy, and
+        no use counted."""
+        if self._key(segment, offset) is not None:
+            return True
+        return self.shared is not None and self.shared.holds(segment, offset)
+
+    def _key(self, segment: uuid.UUID, offset: int) -> RunKey | None:
         firsts = self._firsts.get(segment)
         if firsts:
             i = bisect.bisect_right(firsts, offset) - 1
@@ -192,25 +226,18 @@ class VerifiedRuns:
                     continue
                 run: VerifiedRun = Cache.__getitem__(self._lru, key)  # a look, not a use
                 if run.last_offset >= offset:
-                    self._hits += 1
-                    used: VerifiedRun = self._lru[key]  # the use
-                    return used
-        self._misses += 1
-        if self.shared is not None:
-            copied = self.shared.find(segment, offset)
-            if copied is not None:
-                self._keep(segment, copied)
-                return copied
+                    return key
         return None
 
-    def add(self, segment: uuid.UUID, run: VerifiedRun) -> None:
-        """Keep ``run``, just verified (unless it is larger than the budget, or a held run of
-        the same first offset reaches as far), and publish it to the other workers."""
-        if self.shared is not None:
-            self.shared.publish(segment, run)
-        self._keep(segment, run)
+    async def share(self, segment: uuid.UUID, runs: Sequence[VerifiedRun]) -> None:
+        """Publish ``runs``, just verified here, to the other workers (copied in a thread)."""
+        shared = self.shared
+        if shared is not None and runs:
+            await asyncio.to_thread(lambda: [shared.publish(segment, run) for run in runs])
 
-    def _keep(self, segment: uuid.UUID, run: VerifiedRun) -> None:
+    def add(self, segment: uuid.UUID, run: VerifiedRun) -> None:
+        """Keep ``run`` (unless it is larger than the budget, or a held run of the same first
+        offset reaches as far); :meth:`share` publishes it."""
         if run.charge > self.max_bytes:
             return
         key = (segment, run.first_offset, RUN)

@@ -346,7 +346,7 @@ class Fetcher:
         while offset <= meta.end_offset:
             run = cold.take(offset) if cold is not None else None
             if run is None:
-                run = held.find(sid, offset)
+                run = await held.lookup(sid, offset)
                 if run is not None:
                     cold = None  # a cold read resumes after the held run, not where it was
             if run is None:
@@ -386,7 +386,7 @@ class Fetcher:
         (``after``: their end position and ``offset``), else after a held run that ends at
         ``offset - 1``, else at the offset-index floor of ``offset``."""
         if after is None and offset > meta.start_offset:
-            before = self.source.runs.find(meta.segment_id.id, offset - 1)
+            before = await self.source.runs.lookup(meta.segment_id.id, offset - 1)
             if before is not None and before.last_offset == offset - 1:
                 after = (before.end_position, offset)
         if after is not None:

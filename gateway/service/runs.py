@@ -145,10 +145,11 @@ class ColdRead:
         while True:
             framed = await self.read(framer, self.boundary, size)
             self.boundary = framed.boundary
-            for run in framed.runs:
-                verified = VerifiedRun.of(run.buffer, run.base, run.batches)
+            runs = [VerifiedRun.of(run.buffer, run.base, run.batches) for run in framed.runs]
+            for verified in runs:
                 self.held.add(meta.segment_id.id, verified)
-                self.queued.append(verified)
+            self.queued.extend(runs)
+            await self.held.share(meta.segment_id.id, runs)
             if framer.last_offset != meta.end_offset or framer.at_end:
                 return self.take(offset)
 

@@ -8,6 +8,7 @@ from array import array
 from collections.abc import AsyncIterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -16,6 +17,7 @@ from gateway.cache.chunks import ChunkCache
 from gateway.cache.segments import SegmentSource
 from gateway.cache.verified import CacheMemory, VerifiedRun, VerifiedRuns
 from gateway.deadline import Deadline
+from gateway.remote.chunk_index import Chunk
 from gateway.remote.keyring import KeyRing
 from gateway.remote.reader import RemoteSegment, SegmentReader
 from gateway.remote.tiering import (
@@ -217,3 +219,35 @@ async def test_no_prefetch_of_a_head_that_a_verified_run_holds(tmp_path: Path) -
         await source.settle()
         assert chunks.stats().readahead_chunks > 0
         await source.aclose()
+
+
+async def test_read_ahead_still_loading_when_its_reader_comes_counts_as_used(
+    plain: tuple[SegmentReader, RemoteSegment, bytes], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A reader that comes for a unit read ahead while its GET is still out joins the load:
+    that read-ahead was not wasted, and it grows back (not halved)."""
+    reader, remote, log = plain
+    b = 64
+    cache = ChunkCache(reader, max_bytes=64 * b, readahead_bytes=4 * b, block_bytes=b)
+    cache._ahead_bytes = b  # shrunk earlier: one unit ahead
+    gate = asyncio.Event()
+    fetch = reader.read_chunks
+
+    async def gated(segment: RemoteSegment, chunks: list[Chunk], deadline: Deadline) -> Any:
+        if any(c.original_position == 2 * b for c in chunks):  # unit 2's GET waits
+            await gate.wait()
+        return await fetch(segment, chunks, deadline)
+
+    monkeypatch.setattr(reader, "read_chunks", gated)
+    await cache.read(remote, SID, 0, b, Deadline.after(10))
+    await cache.read(remote, SID, b, 2 * b, Deadline.after(10))  # forward: unit 2 ahead
+    assert cache.stats().readahead_chunks == 1 and len(cache._inflight) == 1  # it waits
+    before = cache.readahead_bytes
+    reading = asyncio.ensure_future(cache.read(remote, SID, 2 * b, 3 * b, Deadline.after(10)))
+    await asyncio.sleep(0)  # it joined the load of unit 2 (nothing to time: it cannot finish)
+    assert not reading.done()
+    gate.set()
+    assert await reading == log[2 * b : 3 * b]
+    assert cache.stats().readahead_wasted == 0
+    assert cache.readahead_bytes > before
+    await cache.settle()

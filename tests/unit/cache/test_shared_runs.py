@@ -12,8 +12,6 @@ import uuid
 from array import array
 from typing import Any
 
-import pytest
-
 from gateway.cache.shared_runs import SharedRunArena
 from gateway.cache.verified import CacheMemory, VerifiedRun, VerifiedRuns
 
@@ -70,19 +68,27 @@ def test_a_run_published_by_one_process_is_found_by_another() -> None:
     assert (arena.stats().hits, arena.stats().misses) == (1, 2)
 
 
-def test_verified_runs_look_in_the_arena_on_a_miss_and_keep_the_copy() -> None:
+async def test_verified_runs_look_in_the_arena_on_a_miss_and_keep_the_copy() -> None:
     arena = SharedRunArena(1 << 20)
     writer = VerifiedRuns(CacheMemory(1 << 20), arena)
     run = _run(SEGMENTS[1], 0, 4)
-    writer.add(SEGMENTS[1], run)  # kept here and published
+    writer.add(SEGMENTS[1], run)  # kept here
+    assert arena.stats().published == 0
+    await writer.share(SEGMENTS[1], [run])  # and published
     assert arena.stats().published == 1
     reader = VerifiedRuns(CacheMemory(1 << 20), arena)
     arena.forked()  # the arena as the reader's process sees it: nothing indexed yet
-    got = reader.find(SEGMENTS[1], 5)
+    assert reader.find(SEGMENTS[1], 5) is None  # its own runs only
+    assert reader.holds(SEGMENTS[1], 5) and not reader.holds(SEGMENTS[1], 40)
+    assert arena.stats().hits == 0  # holds() copies nothing
+    got = await reader.lookup(SEGMENTS[1], 5)
     assert got is not None and _same(got, run)
     assert reader.find(SEGMENTS[1], 5) is got  # kept: the second look is the reader's own
+    assert await reader.lookup(SEGMENTS[1], 5) is got
     assert arena.stats().hits == 1
     assert arena.stats().published == 0  # the reader did not publish the copy it found
+    assert await reader.lookup(SEGMENTS[1], 40) is None
+    assert arena.stats().misses == 1  # the lookup's, not the holds() before it
 
 
 def test_a_run_the_ring_overwrote_is_a_miss() -> None:
@@ -181,8 +187,26 @@ def test_processes_publishing_and_finding_at_once_find_only_exact_runs() -> None
     assert sum(int(r[2]) for r in report) > 0, report  # runs were found (own or siblings')
 
 
-@pytest.mark.parametrize("size", [64 * KiB, 1 << 20])
-def test_the_arena_holds_nothing_in_a_fresh_process(size: int) -> None:
-    arena = SharedRunArena(size)
-    assert arena.find(SEGMENTS[0], 0) is None
-    assert arena.stats().max_bytes == size
+def test_a_forked_process_starts_its_own_view_of_the_ring() -> None:
+    """A worker forked after the arena was used inherits no index and no counters: it finds
+    the runs through the journal (counted as its own hits), and an arena made apart (another
+    server) shares nothing with it."""
+    arena = SharedRunArena(1 << 20)
+    run = _run(SEGMENTS[0], 0, 4)
+    assert arena.publish(SEGMENTS[0], run)
+    assert arena.find(SEGMENTS[0], 0) is not None and arena.stats().hits == 1
+
+    def child() -> bool:
+        arena.forked()
+        fresh = (arena.stats().hits, arena.stats().published, len(arena._entries)) == (0, 0, 0)
+        got = arena.find(SEGMENTS[0], 39)
+        found = got is not None and _same(got, run) and arena.stats().hits == 1
+        other = SharedRunArena(1 << 20)
+        return (
+            fresh
+            and found
+            and other.find(SEGMENTS[0], 0) is None
+            and not other.holds(SEGMENTS[0], 0)
+        )
+
+    assert _in_child(child) == 0
