@@ -23,7 +23,7 @@ from pathlib import Path
 from gateway.config import Settings
 from tests.bench import http_report
 from tests.bench.http_bucket import KEY_PREFIX, TOPIC, BenchBucket, bench_bucket
-from tests.bench.http_cold import run_cold
+from tests.bench.http_cold import cold_bucket, run_cold
 from tests.bench.http_floor import floor_walker, start_floor, whole_batches
 from tests.bench.http_load import (
     Conn,
@@ -181,7 +181,8 @@ def main() -> None:
         )
         print(f"  peer: {out.peer[0] / out.peer[1]:,.0f} records/CPU-s", flush=True)
         if args.cold_reads:
-            out.cold = run_cold(bucket, work, args.cold_reads, args.cold_kib * 1024)
+            cold = cold_bucket(args.cache, args.records, args.segment_mib)
+            out.cold = run_cold(cold, work, args.cold_reads, args.cold_kib * 1024)
             shed = f", {out.cold.shed} shed (503 overloaded)" if out.cold.shed else ""
             print(f"  cold: {out.cold.p99_s * 1e3:.0f} ms p99{shed}, {out.cold.detail}", flush=True)
         else:
