@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Literal
 
 from gateway.storage.base import ObjectStore
 from gateway.storage.filesystem import FilesystemStore
-from gateway.storage.s3 import S3Options, S3Store
+from gateway.storage.s3 import DataPlane, S3Options, S3Store
 from gateway.storage.url import parse_store_url
 
 
@@ -17,7 +16,7 @@ async def open_store(
     endpoint_url: str | None = None,
     region: str | None = None,
     path_style: bool = False,
-    data_plane: Literal["aioboto3", "httpx"] = "aioboto3",
+    data_plane: DataPlane = "aiohttp",
 ) -> ObjectStore:
     """``file:///abs/dir`` gives a :class:`FilesystemStore`, ``s3://bucket`` an open
     :class:`S3Store` (the endpoint, region, addressing and data plane options apply to S3

@@ -8,11 +8,11 @@ request's deadline. Every failure is translated at this boundary
 come from the usual AWS sources (environment, profile, instance role), resolved once at
 :meth:`S3Store.open`: none found is a :class:`~gateway.errors.ConfigurationError` there.
 
-The data plane (``get``, ``get_range``) stays on aioboto3 by default: in
-``tests/bench/bench_s3.py`` its ranged GETs beat the httpx + SigV4 client of
-:mod:`gateway.storage.s3_http` by 1.1-1.35x (64 KiB) to 2-3.7x (1-8 MiB): aiohttp's C HTTP
-parser against h11's pure-Python one. ``data_plane="httpx"`` selects that client instead (one pooled
-``httpx.AsyncClient`` per store, closed with the store), kept so the choice can be re-measured.
+The data plane (``get``, ``get_range``) is the aiohttp + SigV4 client of
+:mod:`gateway.storage.s3_http` by default (one pooled session per store, closed with the store):
+botocore's request and response machinery cost 1.5-2.5x its CPU per GET (measured there).
+``data_plane="aioboto3"`` reads with ``get_object``, ``"httpx"`` with the httpx client, kept so
+the choice can be re-measured. Listing, HEAD, PUT and DELETE stay on aioboto3.
 """
 
 from __future__ import annotations
@@ -29,12 +29,18 @@ from aiobotocore.config import AioConfig
 from gateway.errors import ConfigurationError, StorageError, StorageUnavailableError
 from gateway.storage.base import ObjectInfo
 from gateway.storage.s3_errors import NO_CREDENTIALS, translate
-from gateway.storage.s3_http import HttpOptions, S3HttpReader, SessionCredentials
+from gateway.storage.s3_http import (
+    HttpOptions,
+    S3AiohttpReader,
+    S3HttpReader,
+    SessionCredentials,
+)
 from gateway.storage.translate import map_exceptions
 
-__all__ = ["S3Options", "S3Store", "translate"]
+__all__ = ["DataPlane", "S3Options", "S3Store", "translate"]
 
 T = TypeVar("T")
+DataPlane = Literal["aiohttp", "aioboto3", "httpx"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,7 +50,7 @@ class S3Options:
     region: str | None = None
     path_style: bool = False
     max_pool_connections: int = 64
-    data_plane: Literal["aioboto3", "httpx"] = "aioboto3"  # the client of get and get_range
+    data_plane: DataPlane = "aiohttp"  # the client of get and get_range
 
 
 class S3Store:
@@ -54,7 +60,7 @@ class S3Store:
         self._options = options
         self._stack = contextlib.AsyncExitStack()
         self._client: Any = None
-        self._http: S3HttpReader | None = None
+        self._http: S3HttpReader | S3AiohttpReader | None = None
         self._endpoint = options.endpoint_url  # the one in use once open
 
     def __repr__(self) -> str:
@@ -99,18 +105,17 @@ class S3Store:
             )
         )
         self._endpoint = self._client.meta.endpoint_url
-        if self._options.data_plane == "httpx":
+        if self._options.data_plane != "aioboto3":
             meta = self._client.meta
-            self._http = S3HttpReader(
-                HttpOptions(
-                    self._options.bucket,
-                    region=meta.region_name or "us-east-1",
-                    endpoint_url=self._options.endpoint_url or meta.endpoint_url,
-                    path_style=self._options.path_style,
-                    max_connections=self._options.max_pool_connections,
-                ),
-                SessionCredentials(session),
+            options = HttpOptions(
+                self._options.bucket,
+                region=meta.region_name or "us-east-1",
+                endpoint_url=self._options.endpoint_url or meta.endpoint_url,
+                path_style=self._options.path_style,
+                max_connections=self._options.max_pool_connections,
             )
+            reader = S3HttpReader if self._options.data_plane == "httpx" else S3AiohttpReader
+            self._http = reader(options, SessionCredentials(session))
             self._stack.push_async_callback(self._http.aclose)
 
     async def close(self) -> None:

@@ -1,36 +1,43 @@
-"""The S3 data plane: ranged GETs on one pooled ``httpx.AsyncClient``, signed with SigV4.
+"""The S3 data plane: ranged GETs signed with SigV4 on one pooled HTTP client, aiohttp's
+(:class:`S3AiohttpReader`, the default) or httpx's (:class:`S3HttpReader`).
 
-Measured against aioboto3's ``get_object`` in ``tests/bench/bench_s3.py`` (see
-docs/benchmarks.md), it lost: 1.1-1.35x slower on 64 KiB ranges, 2-3.7x on 1-8 MiB ones
-(h11 parses bodies in Python, aiohttp in C), so :class:`~gateway.storage.s3.S3Store` reads with
-aioboto3 by default and with this client only when built with ``data_plane="httpx"``.
-Presigned URLs (SigV4 in the query) measured the same as signed headers: botocore signs either
-in ~50-80 us, a few percent of a GET; headers are kept, which also sign the ``Range``.
+Measured against aioboto3's ``get_object`` (``tests/bench/bench_s3.py``, docs/benchmarks.md):
+httpx lost, 1.1-1.35x slower on 64 KiB ranges and 2-3.7x on 1-8 MiB ones (h11 parses bodies in
+Python, aiohttp in C); aiohttp with the same signing won, 0.27-0.47 ms of CPU per 64 KiB GET
+against 1.45-1.75 ms and 0.9-1.25 ms per 1 MiB GET against 2.0-2.7 ms (issue 30: botocore's
+request and response machinery is most of a GET's CPU). :class:`~gateway.storage.s3.S3Store`
+reads with aiohttp unless built with ``data_plane="aioboto3"`` or ``"httpx"``, kept so the
+choice can be re-measured. Presigned URLs (SigV4 in the query) measured the same as signed
+headers: botocore signs either in ~50-80 us; headers are kept, which also sign the ``Range``.
 
 Each request is signed in its headers by botocore's own signer (``S3SigV4Auth``) with frozen
 credentials taken, per request, from a :class:`CredentialSource`: for the store, the
 aioboto3/aiobotocore session's usual AWS chain (environment, profile, instance role), whose
 refreshable credentials renew themselves before they expire. Keys are percent-encoded as
-botocore encodes them (everything but unreserved characters and ``/``), and httpx sends that
-path unchanged, so the canonical request the signature covers is the one S3 sees.
+botocore encodes them (everything but unreserved characters and ``/``), and both clients send
+that path unchanged (aiohttp given an already encoded URL), so the canonical request the
+signature covers is the one S3 sees.
 
 One attempt, no retries here: :class:`~gateway.storage.retry.Retrier` retries the retriable
 errors (``StorageUnavailableError``) inside the caller's deadline. Failures go through the one
 S3 error table in :mod:`gateway.storage.s3_errors` (through
 :func:`gateway.storage.translate.map_exceptions`): the XML body's ``<Code>`` (or the status),
-and for transport faults the httpx exception type. A body shorter than its ``Content-Length``
-is a retriable ``StorageUnavailableError``. No CPU work beyond moving bytes.
+and for transport faults the client's exception type. A body shorter than its
+``Content-Length`` is a retriable ``StorageUnavailableError``. No CPU work beyond moving bytes.
 """
 
 from __future__ import annotations
 
 import ipaddress
 import re
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Final, Protocol
 from urllib.parse import quote, urlsplit
 
+import aiohttp
 import httpx
+import yarl
 from botocore.auth import S3SigV4Auth
 from botocore.awsrequest import AWSRequest
 
@@ -136,34 +143,20 @@ def quote_key(key: str) -> str:
     return quote(key, safe="/~")
 
 
-class S3HttpReader:
-    """GET and ranged GET of one bucket's objects; one pooled client, closed by :meth:`aclose`."""
+class _SignedReader:
+    """GET and ranged GET of one bucket's objects, signed, over one pooled client (the
+    transport: :meth:`_send`), closed by :meth:`aclose`."""
 
-    def __init__(
-        self,
-        options: HttpOptions,
-        credentials: CredentialSource,
-        *,
-        transport: httpx.AsyncBaseTransport | None = None,
-    ) -> None:
+    def __init__(self, options: HttpOptions, credentials: CredentialSource) -> None:
         self._options = options
         self._credentials = credentials
         self._base = bucket_url(options)
-        self._client = httpx.AsyncClient(
-            limits=httpx.Limits(
-                max_connections=options.max_connections,
-                max_keepalive_connections=options.max_connections,
-            ),
-            timeout=httpx.Timeout(options.timeout),
-            headers={"Accept-Encoding": "identity"},  # the stored bytes, never re-encoded
-            transport=transport,
-        )
 
     def __repr__(self) -> str:
-        return f"S3HttpReader({self._base!r})"
+        return f"{type(self).__name__}({self._base!r})"
 
     async def aclose(self) -> None:
-        await self._client.aclose()
+        raise NotImplementedError
 
     def url(self, key: str) -> str:
         return self._base + quote_key(key)
@@ -190,25 +183,17 @@ class S3HttpReader:
 
     async def _get(
         self, what: str, key: str, byte_range: str | None
-    ) -> tuple[int, httpx.Headers, bytes]:
+    ) -> tuple[int, Mapping[str, str], bytes]:
         """One signed GET: the status (200, 206 or 416) with headers and the checked body;
         any other status raises its domain error."""
         url = self.url(key)
         with map_exceptions(what, store="s3", endpoint=self._options.endpoint_url or self._base):
-            headers = await self._sign(url, byte_range)
-            request = self._client.build_request("GET", url, headers=headers)
-            response = await self._client.send(request, stream=True)
-            try:
-                status = response.status_code
-                if status in (200, 206):
-                    body = await response.aread()
-                    _check_length(response.headers.get("content-length"), len(body), what)
-                    return status, response.headers, body
-                if status == 416 and byte_range is not None:
-                    return status, response.headers, b""
-                raise translate_response(status, await _read_capped(response), what)
-            finally:
-                await response.aclose()
+            return await self._send(what, url, await self._sign(url, byte_range), byte_range)
+
+    async def _send(
+        self, what: str, url: str, headers: dict[str, str], byte_range: str | None
+    ) -> tuple[int, Mapping[str, str], bytes]:
+        raise NotImplementedError
 
     async def _sign(self, url: str, byte_range: str | None) -> dict[str, str]:
         credentials = await self._credentials.get_frozen_credentials()
@@ -219,12 +204,118 @@ class S3HttpReader:
         return dict(request.headers.items())
 
 
+class S3HttpReader(_SignedReader):
+    """The signed GETs on one pooled ``httpx.AsyncClient``."""
+
+    def __init__(
+        self,
+        options: HttpOptions,
+        credentials: CredentialSource,
+        *,
+        transport: httpx.AsyncBaseTransport | None = None,
+    ) -> None:
+        super().__init__(options, credentials)
+        self._client = httpx.AsyncClient(
+            limits=httpx.Limits(
+                max_connections=options.max_connections,
+                max_keepalive_connections=options.max_connections,
+            ),
+            timeout=httpx.Timeout(options.timeout),
+            headers={"Accept-Encoding": "identity"},  # the stored bytes, never re-encoded
+            transport=transport,
+        )
+
+    async def aclose(self) -> None:
+        await self._client.aclose()
+
+    async def _send(
+        self, what: str, url: str, headers: dict[str, str], byte_range: str | None
+    ) -> tuple[int, Mapping[str, str], bytes]:
+        request = self._client.build_request("GET", url, headers=headers)
+        response = await self._client.send(request, stream=True)
+        try:
+            return await _answer(
+                what,
+                (response.status_code, response.headers, byte_range),
+                response.aread,
+                lambda: _read_capped(response),
+            )
+        finally:
+            await response.aclose()
+
+
+class S3AiohttpReader(_SignedReader):
+    """The signed GETs on one pooled ``aiohttp.ClientSession`` (made on first use, inside the
+    event loop that uses it)."""
+
+    def __init__(self, options: HttpOptions, credentials: CredentialSource) -> None:
+        super().__init__(options, credentials)
+        self._session: aiohttp.ClientSession | None = None
+
+    def _client(self) -> aiohttp.ClientSession:
+        if self._session is None:
+            timeout = self._options.timeout  # connecting (and waiting for the pool), each read
+            self._session = aiohttp.ClientSession(
+                connector=aiohttp.TCPConnector(limit=self._options.max_connections),
+                timeout=aiohttp.ClientTimeout(total=None, connect=timeout, sock_read=timeout),
+                auto_decompress=False,  # the stored bytes, never re-encoded
+                headers={"Accept-Encoding": "identity"},
+            )
+        return self._session
+
+    async def aclose(self) -> None:
+        if self._session is not None:
+            await self._session.close()
+            self._session = None
+
+    async def _send(
+        self, what: str, url: str, headers: dict[str, str], byte_range: str | None
+    ) -> tuple[int, Mapping[str, str], bytes]:
+        target = yarl.URL(url, encoded=True)  # sent as signed: no re-quoting
+        async with self._client().get(target, headers=headers, allow_redirects=False) as response:
+            return await _answer(
+                what,
+                (response.status, response.headers, byte_range),
+                response.read,
+                lambda: _read_capped_aiohttp(response),
+            )
+
+
+async def _answer(
+    what: str,
+    response: tuple[int, Mapping[str, str], str | None],
+    body: Callable[[], Awaitable[bytes]],
+    error_body: Callable[[], Awaitable[bytes]],
+) -> tuple[int, Mapping[str, str], bytes]:
+    """A response (status, headers, the range asked) as the status (200, 206 or 416), headers
+    and checked body; any other status raises its domain error (from at most
+    :data:`MAX_ERROR_BODY` bytes of its body)."""
+    status, headers, byte_range = response
+    if status in (200, 206):
+        data = await body()
+        _check_length(headers.get("content-length"), len(data), what)
+        return status, headers, data
+    if status == 416 and byte_range is not None:
+        return status, headers, b""
+    raise translate_response(status, await error_body(), what)
+
+
 async def _read_capped(response: httpx.Response) -> bytes:
     body = bytearray()
     async for chunk in response.aiter_raw():
         body += chunk
         if len(body) >= MAX_ERROR_BODY:
             break
+    return bytes(body)
+
+
+async def _read_capped_aiohttp(response: aiohttp.ClientResponse) -> bytes:
+    body = bytearray()
+    while len(body) < MAX_ERROR_BODY:
+        chunk = await response.content.read(MAX_ERROR_BODY - len(body))
+        if not chunk:
+            break
+        body += chunk
     return bytes(body)
 
 

@@ -1,10 +1,12 @@
-"""S3 data-plane benchmark: ranged GETs with aioboto3 ``get_object`` against httpx, in one run.
+"""S3 data-plane benchmark: ranged GETs with aioboto3 ``get_object``, aiohttp and httpx, in one run.
 
 A bucket folder is served by a local nginx (static files, Range support) in the S3 path-style
 layout ``/<bucket>/<key>``; nginx ignores the signatures, which is fine: the clients are what
 is measured, each doing its full per-request work (signing, request, reading the body).
 
 - ``aioboto3``: ``get_object(Range=...)`` and ``Body.read()``, as the control plane does it;
+- ``aiohttp signed``: :class:`~gateway.storage.s3_http.S3AiohttpReader` (SigV4 in the
+  headers; the default data plane);
 - ``httpx signed``: :class:`~gateway.storage.s3_http.S3HttpReader` (SigV4 in the headers);
 - ``httpx presigned``: the same pooled httpx client, a URL presigned per GET (SigV4 in the
   query) with botocore's ``S3SigV4QueryAuth``.
@@ -35,7 +37,12 @@ from aiobotocore.config import AioConfig
 from botocore.auth import S3SigV4Auth, S3SigV4QueryAuth
 from botocore.awsrequest import AWSRequest
 
-from gateway.storage.s3_http import HttpOptions, S3HttpReader, StaticCredentials
+from gateway.storage.s3_http import (
+    HttpOptions,
+    S3AiohttpReader,
+    S3HttpReader,
+    StaticCredentials,
+)
 from tests.bench.http_procs import Nginx, nginx_binary
 from tests.bench.http_procs import start_nginx as start_nginx_on
 
@@ -119,7 +126,9 @@ async def run(repeat: int, scale: float, endpoint: str, data: bytes) -> None:
     async with session.client(
         "s3", endpoint_url=endpoint, region_name=REGION, config=config
     ) as boto:
-        reader = S3HttpReader(HttpOptions(BUCKET, REGION, endpoint, path_style=True), CREDS)
+        options = HttpOptions(BUCKET, REGION, endpoint, path_style=True)
+        reader = S3HttpReader(options, CREDS)
+        aio_reader = S3AiohttpReader(options, CREDS)
         presign_client = httpx.AsyncClient(
             limits=httpx.Limits(max_connections=64, max_keepalive_connections=64),
             headers={"Accept-Encoding": "identity"},
@@ -138,6 +147,7 @@ async def run(repeat: int, scale: float, endpoint: str, data: bytes) -> None:
 
         clients: dict[str, Get] = {
             "aioboto3": boto_get,
+            "aiohttp signed": lambda start, end: aio_reader.get_range(KEY, start, end),
             "httpx signed": http_get,
             "httpx presigned": presigned_get(presign_client, endpoint),
         }
@@ -149,26 +159,35 @@ async def run(repeat: int, scale: float, endpoint: str, data: bytes) -> None:
             await report(clients, repeat, scale)
         finally:
             await reader.aclose()
+            await aio_reader.aclose()
             await presign_client.aclose()
 
 
 async def report(clients: dict[str, Get], repeat: int, scale: float) -> None:
     rng = random.Random(11)
     print(f"{'range':>7s} {'conc':>4s} | " + " | ".join(f"{n:>22s}" for n in clients), end="")
-    print(" | httpx signed / aioboto3")
+    print(" | aiohttp / aioboto3 | httpx / aioboto3 | CPU ms per GET, same order")
     print(f"{'':>7s} {'':>4s} | " + " | ".join(f"{'MB/s':>10s} {'GETs/s':>11s}" for _ in clients))
     for size, count in SIZES:
         n = max(8, int(count * scale))
         offsets = [rng.randrange(0, OBJECT_SIZE - size) for _ in range(n)]
         for conc in CONCURRENCY:
             best = dict.fromkeys(clients, float("inf"))
+            cpu = dict.fromkeys(clients, float("inf"))
             for _ in range(repeat):
                 for name, get in clients.items():
+                    before = time.process_time()
                     best[name] = min(best[name], await run_gets(get, offsets, size, conc))
+                    cpu[name] = min(cpu[name], (time.process_time() - before) / n * 1e3)
             cells = [f"{n * size / t / 1e6:10.0f} {n / t:11.0f}" for t in best.values()]
+            aio = best["aioboto3"] / best["aiohttp signed"]
             ratio = best["aioboto3"] / best["httpx signed"]
             label = f"{size // 1024} KiB" if size < 1024 * 1024 else f"{size // 2**20} MiB"
-            print(f"{label:>7s} {conc:4d} | " + " | ".join(cells) + f" | {ratio:.2f}x")
+            costs = " ".join(f"{c:.2f}" for c in cpu.values())
+            print(
+                f"{label:>7s} {conc:4d} | " + " | ".join(cells)
+                + f" | {aio:.2f}x | {ratio:.2f}x | {costs}"
+            )  # fmt: skip
 
 
 def main() -> None:

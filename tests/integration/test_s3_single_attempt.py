@@ -27,7 +27,7 @@ def proxy(moto_endpoint: str, s3_bucket: str) -> Iterator[tuple[str, Faults]]:
         yield running
 
 
-@pytest.mark.parametrize("data_plane", ["aioboto3", "httpx"])
+@pytest.mark.parametrize("data_plane", ["aiohttp", "aioboto3", "httpx"])
 async def test_async_store_one_request_per_call(
     proxy: tuple[str, Faults], s3_bucket: str, data_plane: str
 ) -> None:

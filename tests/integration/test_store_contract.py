@@ -1,5 +1,6 @@
 """One contract, two stores: the filesystem store and the S3 store on a real moto server, the
-latter with either data plane (aioboto3, or httpx with SigV4-signed requests)."""
+latter with each data plane (aiohttp, the default, through the factory; aioboto3's get_object;
+httpx), the signed ones with SigV4-signed requests."""
 
 from __future__ import annotations
 
@@ -14,14 +15,15 @@ from gateway.storage.factory import open_store
 from gateway.storage.s3 import S3Options, S3Store
 
 
-@pytest.fixture(params=["filesystem", "s3", "s3-httpx"])
+@pytest.fixture(params=["filesystem", "s3", "s3-aioboto3", "s3-httpx"])
 async def store(
     request: pytest.FixtureRequest, tmp_path: Path, moto_endpoint: str, s3_bucket: str
 ) -> AsyncIterator[ObjectStore]:
     if request.param == "filesystem":
         s = await open_store(f"file://{tmp_path}")
-    elif request.param == "s3-httpx":
-        options = S3Options(s3_bucket, moto_endpoint, "us-east-1", data_plane="httpx")
+    elif request.param in ("s3-aioboto3", "s3-httpx"):
+        plane = request.param.removeprefix("s3-")
+        options = S3Options(s3_bucket, moto_endpoint, "us-east-1", data_plane=plane)  # type: ignore[arg-type]
         s = await S3Store(options).open()
     else:
         s = await open_store(f"s3://{s3_bucket}", endpoint_url=moto_endpoint, region="us-east-1")

@@ -208,6 +208,6 @@ def test_s3_data_plane_and_retry_delay_settings() -> None:
         _parse(["--store=s3://b", "--s3-data-plane", "httpx", "--retry-max-delay-s", "0.5"])
     )
     assert s.s3_data_plane == "httpx" and s.retry_policy().max_delay == 0.5
-    assert settings_from_args(_parse(["--store=s3://b"])).s3_data_plane == "aioboto3"
+    assert settings_from_args(_parse(["--store=s3://b"])).s3_data_plane == "aiohttp"
     with pytest.raises(ConfigurationError, match="s3_data_plane"):
         settings_for(store="s3://b", s3_data_plane="curl")

@@ -121,7 +121,7 @@ def without_credentials(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None
 
 
 @pytest.mark.usefixtures("with_credentials")
-@pytest.mark.parametrize("data_plane", ["aioboto3", "httpx"])
+@pytest.mark.parametrize("data_plane", ["aiohttp", "aioboto3", "httpx"])
 async def test_s3_connection_failure_names_endpoint_and_bucket(
     refused_endpoint: str, data_plane: str
 ) -> None:
