@@ -1,8 +1,9 @@
-"""The one S3 error table, for both S3 clients: aioboto3 (control plane) and httpx (data plane).
+"""The one S3 error table, for every S3 client: aioboto3 (control plane; data plane when
+chosen) and the signed aiohttp or httpx data planes.
 
 Everything is decided from structured data, never message text: the S3 error ``<Code>`` (from
-botocore's parsed ``ClientError`` or from the XML error body httpx hands us), the HTTP status
-when there is no code, and the exception *type* for transport faults (connection reset,
+botocore's parsed ``ClientError`` or from the XML error body aiohttp or httpx hands us), the HTTP
+status when there is no code, and the exception *type* for transport faults (connection reset,
 timeouts, a body shorter than its ``Content-Length``), which are all retriable.
 """
 
