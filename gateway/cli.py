@@ -24,6 +24,7 @@ from gateway.commands import (
     dump,
     export,
     probe,
+    schemas,
     scrub,
     serve,
     tier,
@@ -34,7 +35,9 @@ from gateway.errors import GatewayError
 EXIT_OK: Final = 0
 EXIT_BAD_INPUT: Final = 2
 
-_COMMANDS: Final = (dump, tier, catalog, export, scrub, serve, demo_segment, api_key, probe)
+_COMMANDS: Final = (
+    dump, tier, catalog, export, scrub, serve, demo_segment, api_key, probe, schemas,
+)  # fmt: skip
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -61,6 +64,7 @@ def _runner(command: str) -> Callable[[argparse.Namespace], int]:
         "demo-segment": demo_segment.run,
         "api-key": api_key.run,
         "probe": probe.run,
+        "schemas": schemas.run,
     }
     return runners[command]  # argparse rejects unknown commands
 

@@ -469,6 +469,34 @@ class Settings(BaseSettings):
         description="load private key files that group or others may read (refused by default)",
     )
 
+    # --- schema registry (avro, protobuf, jsonschema and auto formats) -------------------
+    schema_registry_url: str | None = Field(
+        default=None, description="a Confluent-compatible schema registry (http[s]://host:port)"
+    )
+    schema_registry_username: str | None = Field(
+        default=None, description="its basic-auth user (the password: schema_registry_password)"
+    )
+    schema_registry_password: str | None = Field(
+        default=None, description="its basic-auth password (give it by environment variable)"
+    )
+    schema_registry_token: str | None = Field(
+        default=None, description="a bearer token for it (give it by environment variable)"
+    )
+    schema_registry_ca: Path | None = Field(
+        default=None, description="CA bundle of its TLS certificate (default: the system's)"
+    )
+    schema_registry_timeout_s: float = Field(
+        default=5.0, gt=0, description="seconds one registry request may take"
+    )
+    schema_dir: Path | None = Field(
+        default=None,
+        description="serve schemas from this snapshot folder (tiered-gateway schemas snapshot) "
+        "instead of a registry",
+    )
+    schema_cache_entries: int = Field(
+        default=1000, ge=1, description="schemas kept decoded, by id (least recently used out)"
+    )
+
     @classmethod
     def settings_customise_sources(
         cls,
@@ -543,6 +571,8 @@ class Settings(BaseSettings):
                 f"max_response_bytes ({self.max_response_bytes})"
             )
         self._consistent_security()
+        if self.schema_registry_url is not None and self.schema_dir is not None:
+            raise ValueError("give schema_registry_url or schema_dir, not both")
         if self.layout == "local-tiered-storage" and self.key_prefix:
             raise ValueError("layout local-tiered-storage has no key_prefix (its own folders)")
         if self.metadata_source != "bucket" and not self.metadata_bootstrap:

@@ -226,6 +226,22 @@ class InvalidFormatError(InvalidRequestError):
         return InvalidFormatError(message, self.parameter or "", offset)
 
 
+class SchemaRegistryError(GatewayError):
+    """The schema registry (or the schema snapshot folder) answered what its API does not
+    promise: a configuration or registry fault, not the request's."""
+
+    status = 502
+    code = "schema_registry_error"
+
+
+class SchemaRegistryUnavailableError(SchemaRegistryError):
+    """The schema registry cannot be reached or answers 5xx: retriable."""
+
+    status = 503
+    code = "schema_registry_unavailable"
+    retriable = True
+
+
 class NotAcceptableError(GatewayError):
     """No representation the client accepts (the ``Accept`` header)."""
 

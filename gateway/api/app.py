@@ -32,6 +32,7 @@ from gateway.api.models import ErrorBody
 from gateway.api.observe import HttpMetrics, ObserveMiddleware
 from gateway.config import Settings
 from gateway.errors import ConfigurationError
+from gateway.schemas.cache import schemas_for
 from gateway.security.access import Access, access_for
 from gateway.security.audit import AuditLog
 from gateway.service.admission import ByteBudget, LoopLag, RequestGate
@@ -129,6 +130,7 @@ def create_app(
                 if own_process
                 else None
             )
+            schemas = schemas_for(settings)
             threshold = settings.malloc_mmap_threshold or None
             # /metrics shows these beside the core's: admission's, then a companion's
             collectors: list[Collector] = [AdmissionCollector(budget, gate)]
@@ -147,8 +149,11 @@ def create_app(
                         "access": access,
                         "drain": draining,
                         "collectors": collectors,
+                        "schemas": schemas,
                     }
             finally:
+                if schemas is not None:
+                    await schemas.aclose()
                 lag_task.cancel()
                 if settle is not None:
                     settle.cancel()

@@ -38,6 +38,28 @@ class EmbeddedFormat(StrEnum):
     JSON = "json"
 
 
+class RecordFormat(StrEnum):
+    """A key's or value's format: the embedded ones, and those decoded with a schema from the
+    registry (:mod:`gateway.api.decoded`)."""
+
+    BASE64 = "base64"
+    HEX = "hex"
+    STRING = "string"
+    JSON = "json"
+    AVRO = "avro"
+    PROTOBUF = "protobuf"
+    JSONSCHEMA = "jsonschema"
+    AUTO = "auto"
+
+    @property
+    def embedded(self) -> EmbeddedFormat | None:
+        """The same embedded format, or None for one decoded with a schema."""
+        try:
+            return EmbeddedFormat(self.value)
+        except ValueError:
+            return None
+
+
 base64: Final[Encoder] = functools.partial(binascii.b2a_base64, newline=False)
 """Standard base64, without the quotes (the format is :attr:`Field.quoted`); a C callable, no
 Python frame per value."""
@@ -77,7 +99,8 @@ class Field(NamedTuple):
         return b'"%b"' % self.encode(data) if self.quoted else self.encode(data)
 
 
-def _field(fmt: EmbeddedFormat, parameter: str) -> Field:
+def field(fmt: EmbeddedFormat, parameter: str) -> Field:
+    """How ``fmt`` writes a field; its errors name ``parameter``."""
     if fmt is EmbeddedFormat.BASE64:
         return Field(base64, True, fmt)
     if fmt is EmbeddedFormat.HEX:
@@ -112,9 +135,9 @@ class Encoders(NamedTuple):
     @classmethod
     def of(cls, key: EmbeddedFormat, value: EmbeddedFormat, header: EmbeddedFormat) -> Encoders:
         return cls(
-            _field(key, "key_format"),
-            _field(value, "value_format"),
-            _field(header, "header_format"),
+            field(key, "key_format"),
+            field(value, "value_format"),
+            field(header, "header_format"),
         )
 
 

@@ -110,6 +110,11 @@ class Header(BaseModel):
     value: Any = Field(description="in header_format (default standard base64), or null")
 
 
+class DecodeFailure(BaseModel):
+    message: str = Field(description="why, as the 422 invalid_format would say it")
+    raw: str = Field(description="the bytes, in standard base64")
+
+
 class Record(BaseModel):
     offset: int
     timestamp: int = Field(description="milliseconds; -1 when the record has none")
@@ -118,6 +123,20 @@ class Record(BaseModel):
     value: Any = Field(description="in value_format (default standard base64), or null")
     headers: list[Header]
     leader_epoch: int | None
+    key_schema_id: int | None = Field(
+        None,
+        description="key_format avro, protobuf, jsonschema or auto only: the schema id the key's "
+        "Confluent framing names (null when it names none)",
+    )
+    value_schema_id: int | None = Field(
+        None, description="value_format avro, protobuf, jsonschema or auto only: as key_schema_id"
+    )
+    key_error: DecodeFailure | None = Field(
+        None, description="decode_errors=raw only: the key did not decode (key is then null)"
+    )
+    value_error: DecodeFailure | None = Field(
+        None, description="decode_errors=raw only: the value did not decode (value is then null)"
+    )
 
 
 class RecordsResponse(BaseModel):
@@ -161,11 +180,16 @@ _ERROR_DESCRIPTIONS: dict[int | str, str] = {
     416: "offset_out_of_range: outside the remote tier (past its end; at exactly the end a "
     "fetch is 200 with no records); the body carries log_start_offset and log_end_offset",
     422: "invalid_format: a key, value or header value is not valid in the asked format "
-    "(key_format, value_format, header_format); `parameter` and `offset` name it",
+    "(key_format, value_format, header_format; for avro, protobuf and jsonschema: not in the "
+    "Confluent wire format, an id the registry does not have, another schema type, or a body "
+    "its schema does not read); `parameter` and `offset` name it",
     502: "corrupt_data and its subclasses (crc_mismatch, corrupt_record, corrupt_index, "
     "corrupt_manifest, integrity_error, remote_gap: offsets no segment holds, ...) or "
-    "storage_error: never a partial or shortened answer; the message names the object",
+    "storage_error: never a partial or shortened answer; the message names the object; "
+    "schema_registry_error: the schema registry answered what its API does not promise "
+    "(credentials refused, a malformed schema answer)",
     503: "auth_unavailable (the JWT keys cannot be fetched: fail closed), "
+    "schema_registry_unavailable (the schema registry cannot be reached or answers 5xx), "
     "storage_unavailable, not_ready, overloaded (the response bytes in flight stayed at "
     "their budget until the deadline) or transaction_pending (read_committed at or past the "
     "last stable offset: a transaction whose marker is not tiered yet; the body carries "

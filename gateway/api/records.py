@@ -41,7 +41,7 @@ from __future__ import annotations
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass
-from typing import Annotated, Final, TypeVar
+from typing import Annotated, Final, Literal, TypeVar, cast
 
 from fastapi import APIRouter, Query, Request
 from pydantic import BaseModel, ConfigDict, Field
@@ -50,9 +50,10 @@ from starlette.responses import Response, StreamingResponse
 
 from gateway.api.auth import ReadableTopic
 from gateway.api.buffers import BuffersResponse, HeldResponse, release_once
+from gateway.api.decoded import Decoding
 from gateway.api.direct import direct_route
 from gateway.api.errors import error_body
-from gateway.api.formats import EmbeddedFormat, Encoders
+from gateway.api.formats import BASE64, EmbeddedFormat, Encoders, RecordFormat
 from gateway.api.models import RecordsResponse, error_responses
 from gateway.api.params import (
     MAX_BYTES_MAX,
@@ -68,6 +69,7 @@ from gateway.api.render import (
     RAW,
     batch_bytes,
     choose_media_type,
+    envelope,
     fit_aborted_header,
     is_large,
     ndjson_line,
@@ -80,6 +82,7 @@ from gateway.api.render import (
 )
 from gateway.deadline import Deadline
 from gateway.errors import GatewayError, InvalidFormatError, InvalidRequestError
+from gateway.schemas.cache import Schemas
 from gateway.service.admission import RequestGate, raw_reservation
 from gateway.service.protocol import Service
 from gateway.service.types import FetchedRecord, FetchResult, IsolationLevel
@@ -93,6 +96,11 @@ sends, and a slice is all it copies at once (docs/benchmarks.md, load test)."""
 _FORMAT: Final = (
     "how {} are written: base64 (standard), hex, string (UTF-8) or json (an embedded JSON "
     "value); not valid in it: 422 invalid_format. JSON and NDJSON only"
+)
+_SCHEMA_FORMAT: Final = (
+    _FORMAT[:-24] + "; or decoded with the schema registry: avro, protobuf, jsonschema (the "
+    "Confluent wire format; the record gains {}_schema_id), auto (the registry's schema type "
+    "for a framed payload, else string when UTF-8, else base64). JSON and NDJSON only"
 )
 
 RAW_HEADERS: Final = {
@@ -139,6 +147,7 @@ class _Fetch:
     isolation: IsolationLevel
     deadline: Deadline
     encoders: Encoders
+    decoding: Decoding | None  # keys or values decoded with a schema, or decode_errors=raw
     state: State  # the request's: where the audit log finds the offsets served
     gate: RequestGate  # turns for the CPU of a page: decoding and writing it
 
@@ -171,7 +180,13 @@ async def _lines(
 ) -> bytes | memoryview:
     """The page's lines; raises :class:`_UnfitError` carrying those before a record that is not
     valid in its format."""
-    lines, unfit = await off_loop(is_large(result, records), ndjson_prefix, records, fetch.encoders)
+    large = is_large(result, records)
+    if fetch.decoding is not None:
+        loaded = await fetch.decoding.prepare(records)
+        pieces, unfit = await off_loop(large, fetch.decoding.write, records, loaded, b"\n")
+        lines: bytes | memoryview = b"".join(pieces) + b"\n" if pieces else b""
+    else:
+        lines, unfit = await off_loop(large, ndjson_prefix, records, fetch.encoders)
     if unfit is not None:
         raise _UnfitError(lines, unfit)
     return lines
@@ -250,12 +265,21 @@ class RecordsQuery(BaseModel):
         "offset (the first offset of a transaction not decided in the remote tier), as a Kafka "
         "consumer does (any case)",
     )
-    key_format: EmbeddedFormat = Field(EmbeddedFormat.BASE64, description=_FORMAT.format("keys"))
-    value_format: EmbeddedFormat = Field(
-        EmbeddedFormat.BASE64, description=_FORMAT.format("values")
+    key_format: RecordFormat = Field(
+        RecordFormat.BASE64, description=_SCHEMA_FORMAT.format("keys", "key")
+    )
+    value_format: RecordFormat = Field(
+        RecordFormat.BASE64, description=_SCHEMA_FORMAT.format("values", "value")
     )
     header_format: EmbeddedFormat = Field(
         EmbeddedFormat.BASE64, description=_FORMAT.format("header values")
+    )
+    decode_errors: Literal["fail", "raw"] = Field(
+        "fail",
+        description="fail: a key, value or header value not valid in its format is 422 "
+        "invalid_format naming its offset; raw: the page goes on and that field is null "
+        "beside key_error / value_error ({message, raw}: raw in standard base64; a header: "
+        "error and raw beside its value)",
     )
     timeout_ms: int | None = Field(
         None, ge=1, description=TIMEOUT_MS, json_schema_extra=TIMEOUT_MS_MAX
@@ -308,7 +332,18 @@ async def serve_records(
             f"max_bytes {max_bytes} exceeds the maximum {settings.max_response_bytes}",
             "max_bytes",
         )
-    encoders = Encoders.of(query.key_format, query.value_format, query.header_format)
+    decoding = Decoding.of(
+        query.key_format,
+        query.value_format,
+        query.header_format,
+        query.decode_errors == "raw",
+        cast(Schemas | None, getattr(request.state, "schemas", None)),
+    )
+    encoders = BASE64
+    if decoding is None:
+        key, value = query.key_format.embedded, query.value_format.embedded
+        assert key is not None and value is not None  # else decoding
+        encoders = Encoders.of(key, value, query.header_format)
     fetch = _Fetch(
         service,
         topic,
@@ -316,6 +351,7 @@ async def serve_records(
         query.isolation_level,
         deadline,
         encoders,
+        decoding,
         request.state,
         gate,
     )
@@ -359,4 +395,11 @@ async def _document(
     fetch: _Fetch, result: FetchResult, records: Sequence[FetchedRecord]
 ) -> bytes | memoryview:
     large = is_large(result, records)
-    return await off_loop(large, records_document, result, records, fetch.encoders)
+    if fetch.decoding is None:
+        return await off_loop(large, records_document, result, records, fetch.encoders)
+    loaded = await fetch.decoding.prepare(records)
+    pieces, unfit = await off_loop(large, fetch.decoding.write, records, loaded, b",")
+    if unfit is not None:
+        raise unfit
+    before, after = envelope(result)
+    return b"".join([before, *pieces, after])

@@ -127,11 +127,8 @@ def offsets_json(result: FetchResult, next_offset: int | None = None) -> dict[st
     }
 
 
-def records_document(
-    result: FetchResult, records: Sequence[FetchedRecord], encoders: Encoders = BASE64
-) -> bytes | memoryview:
-    """The JSON document of a page: ``orjson.dumps`` of its object, the records' text
-    (:mod:`gateway.api.recordjson`) written between its two halves, in one join."""
+def envelope(result: FetchResult) -> tuple[bytes, bytes]:
+    """The JSON document of a page before and after its records' text."""
     head = orjson.dumps(
         {
             "topic": result.topic,
@@ -140,7 +137,15 @@ def records_document(
         }
     )
     tail = orjson.dumps(offsets_json(result))
-    before, after = head[:-1] + b',"records":[', b"]," + tail[1:]
+    return head[:-1] + b',"records":[', b"]," + tail[1:]
+
+
+def records_document(
+    result: FetchResult, records: Sequence[FetchedRecord], encoders: Encoders = BASE64
+) -> bytes | memoryview:
+    """The JSON document of a page: ``orjson.dumps`` of its object, the records' text
+    (:mod:`gateway.api.recordjson`) written between its two halves, in one join."""
+    before, after = envelope(result)
     fast = _compiled(records, encoders, b",", before, after)
     if fast is not None:
         return fast

@@ -59,10 +59,14 @@ def test_the_schema_documents_the_contract() -> None:
         else:
             assert "422" not in responses
     params = {p["name"]: p for p in records["parameters"]}
-    for name in ("key_format", "value_format", "header_format"):
-        assert params[name]["schema"]["$ref"].endswith("/EmbeddedFormat")
+    assert params["header_format"]["schema"]["$ref"].endswith("/EmbeddedFormat")
     formats = schema["components"]["schemas"]["EmbeddedFormat"]["enum"]
     assert formats == ["base64", "hex", "string", "json"]
+    for name in ("key_format", "value_format"):
+        assert params[name]["schema"]["$ref"].endswith("/RecordFormat")
+    decoded = schema["components"]["schemas"]["RecordFormat"]["enum"]
+    assert decoded == [*formats, "avro", "protobuf", "jsonschema", "auto"]
+    assert params["decode_errors"]["schema"]["enum"] == ["fail", "raw"]
     ok = records["responses"]["200"]
     assert "X-End-Of-Remote-Log" in ok["headers"]
     assert "end_of_remote_log" in schema["components"]["schemas"]["RecordsResponse"]["required"]

@@ -1,0 +1,309 @@
+"""Issue 31: keys and values written by Confluent's own serializers, read through ``serve`` with
+``--schema-registry-url`` (the test registry as its own process) or ``--schema-dir`` (a
+``schemas snapshot`` of it), compared record by record with Confluent's own deserializers.
+
+The bucket here is tiered by ``tiered-gateway tier`` from segment files kafka-python's builder
+wrote (the payload bytes are Confluent's; the real broker and plugin path is
+``tests/realkafka/schema_checks.py``)."""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import subprocess
+import sys
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import orjson
+import pytest
+from confluent_kafka.schema_registry import SchemaRegistryClient
+
+from gateway.kafka.writer import SegmentWriter
+from tests.fixtures.confluent_payloads import Oracle, Payloads
+from tests.fixtures.registry import registry_process
+from tests.integration.serve import serve_process
+from tests.unit.kafka.independent import Rec, as_broker, build
+
+pytestmark = pytest.mark.integration
+
+TOPICS = {"avro": "avro", "protobuf": "protobuf", "jsonschema": "jsonschema", "mixed": "mixed"}
+FORMATS = {  # topic -> (key_format, value_format)
+    "avro": ("avro", "avro"),
+    "protobuf": ("string", "protobuf"),
+    "jsonschema": ("string", "jsonschema"),
+    "mixed": ("auto", "auto"),
+}
+N = 90
+
+
+@pytest.fixture(scope="module")
+def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
+    """The registry process, the bucket and the records written into it."""
+    work = tmp_path_factory.mktemp("schemas")
+    with registry_process(work / "registry.log") as (_, url):
+        client = SchemaRegistryClient({"url": url})
+        payloads = Payloads(client)
+        written: dict[str, list[tuple[bytes | None, bytes | None]]] = {}
+        for topic, kind in TOPICS.items():
+            written[topic] = list(payloads.records(topic, kind, N, seed=31, v2_from=N // 2))
+            _tier(work, topic, written[topic])
+        yield {
+            "work": work,
+            "url": url,
+            "client": client,
+            "written": written,
+            "store": (work / "bucket").as_uri(),
+        }
+
+
+def _tier(work: Path, topic: str, records: list[tuple[bytes | None, bytes | None]]) -> None:
+    """``records`` as segments of three-record batches, a roll every 10 batches, tiered."""
+    folder = work / "segments" / f"{topic}-0"
+    writer = SegmentWriter(base_offset=0, index_interval_bytes=200)
+    for n, at in enumerate(range(0, len(records), 3)):
+        recs = [
+            Rec(i, 1_700_000_000_000 + at + i, k, v, [("h", b"x")] if i == 1 else [])
+            for i, (k, v) in enumerate(records[at : at + 3])
+        ]
+        raw = build("kafka-python", writer.next_offset, recs, codec=n % 5)
+        writer.append(as_broker(raw, leader_epoch=0))
+        if n % 10 == 9 and at + 3 < len(records):
+            writer.write(folder)
+            writer = writer.next_segment()
+    writer.write(folder)
+    command = [
+        sys.executable,
+        "-m",
+        "gateway.cli",
+        "tier",
+        "--store",
+        (work / "bucket").as_uri(),
+        "--topic",
+        topic,
+        "--topic-id",
+        str(uuid.uuid5(uuid.NAMESPACE_URL, topic)),
+        "--partition",
+        "0",
+        "--include-active",
+        "--chunk-size",
+        "4096",
+        str(folder),
+    ]
+    subprocess.run(command, check=True, capture_output=True)
+
+
+def _expected(world: dict[str, Any], topic: str) -> list[dict[str, Any]]:
+    oracle = Oracle(world["client"])
+    key_fmt, value_fmt = FORMATS[topic]
+    rows = []
+    for offset, (key, value) in enumerate(world["written"][topic]):
+        row: dict[str, Any] = {"offset": offset}
+        for what, fmt, data in (("key", key_fmt, key), ("value", value_fmt, value)):
+            row[what], found = oracle.read(topic, what, fmt, data)
+            if fmt in ("avro", "protobuf", "jsonschema", "auto"):
+                row[f"{what}_schema_id"] = found
+        rows.append(row)
+    return rows
+
+
+def _walk(
+    client: httpx.Client, topic: str, max_bytes: int = 1 << 20, **params: Any
+) -> list[dict[str, Any]]:
+    key_fmt, value_fmt = FORMATS[topic]
+    offset, rows = 0, []
+    while True:
+        r = client.get(
+            f"/v1/topics/{topic}/partitions/0/records",
+            params={
+                "offset": offset,
+                "key_format": key_fmt,
+                "value_format": value_fmt,
+                "max_bytes": max_bytes,
+                **params,
+            },
+        )
+        assert r.status_code == 200, r.text
+        body = r.json()
+        rows += body["records"]
+        if body["end_of_remote_log"]:
+            return rows
+        offset = body["next_offset"]
+
+
+def _fields(row: dict[str, Any]) -> dict[str, Any]:
+    keep = ("offset", "key", "value", "key_schema_id", "value_schema_id")
+    return {k: row[k] for k in keep if k in row}
+
+
+@contextlib.contextmanager
+def _served(world: dict[str, Any], *args: str, name: str = "serve") -> Iterator[httpx.Client]:
+    log = world["work"] / f"{name}.log"
+    with (
+        serve_process(["--store", world["store"], *args], log) as url,
+        httpx.Client(base_url=url, timeout=60) as client,
+    ):
+        yield client
+
+
+@pytest.mark.parametrize("max_bytes", [1, 1 << 20])
+def test_every_record_decodes_as_confluents_deserializers_read_it(
+    world: dict[str, Any], max_bytes: int
+) -> None:
+    with _served(world, "--schema-registry-url", world["url"], name=f"serve-{max_bytes}") as client:
+        for topic in TOPICS:
+            got = [_fields(r) for r in _walk(client, topic, max_bytes)]
+            assert got == _expected(world, topic), topic
+
+
+def test_ndjson_decodes_the_same_and_headers_keep_their_format(world: dict[str, Any]) -> None:
+    with _served(world, "--schema-registry-url", world["url"], name="serve-ndjson") as client:
+        for topic in ("avro", "mixed"):
+            key_fmt, value_fmt = FORMATS[topic]
+            r = client.get(
+                f"/v1/topics/{topic}/partitions/0/records",
+                params={
+                    "offset": 0,
+                    "key_format": key_fmt,
+                    "value_format": value_fmt,
+                    "header_format": "string",
+                },
+                headers={"accept": "application/x-ndjson"},
+            )
+            lines = [orjson.loads(line) for line in r.content.splitlines()]
+            assert lines[-1]["end_of_remote_log"] is True
+            assert [_fields(x) for x in lines[:-1]] == _expected(world, topic)
+            assert {h["value"] for x in lines[:-1] for h in x["headers"]} == {"x"}
+
+
+def test_decode_errors_raw_keeps_the_page_and_fail_names_the_offset(world: dict[str, Any]) -> None:
+    with _served(world, "--schema-registry-url", world["url"], name="serve-raw") as client:
+        path = "/v1/topics/protobuf/partitions/0/records"
+        failed = client.get(path, params={"offset": 0, "value_format": "avro"})
+        assert failed.status_code == 422
+        assert failed.json()["error_code"] == "invalid_format"
+        assert failed.json()["offset"] == 0
+        assert "PROTOBUF" in failed.json()["message"]
+        r = client.get(
+            path,
+            params={
+                "offset": 0,
+                "value_format": "avro",
+                "decode_errors": "raw",
+                "max_bytes": 1 << 20,
+            },
+        )
+        assert r.status_code == 200
+        records = r.json()["records"]
+        written = world["written"]["protobuf"]
+        assert [x["offset"] for x in records] == list(range(len(written)))
+        for x in records:
+            assert x["value"] is None
+            assert base64.b64decode(x["value_error"]["raw"]) == written[x["offset"]][1]
+
+
+def test_a_schema_format_without_a_registry_is_400(world: dict[str, Any]) -> None:
+    with _served(world, name="serve-none") as client:
+        r = client.get(
+            "/v1/topics/avro/partitions/0/records", params={"offset": 0, "value_format": "avro"}
+        )
+        assert r.status_code == 400
+        assert r.json()["parameter"] == "value_format"
+        r = client.get(
+            "/v1/topics/mixed/partitions/0/records",
+            params={"offset": 0, "value_format": "auto", "max_bytes": 1 << 20},
+        )
+        assert r.status_code == 200  # auto without a registry: string or base64
+        assert all(
+            x["value_schema_id"] is None or x["value"] is not None for x in r.json()["records"]
+        )
+
+
+def test_a_snapshot_serves_without_the_registry(world: dict[str, Any], tmp_path: Path) -> None:
+    out = tmp_path / "snap"
+    command = [
+        sys.executable,
+        "-m",
+        "gateway.cli",
+        "schemas",
+        "snapshot",
+        "--schema-registry-url",
+        world["url"],
+        "--out",
+        str(out),
+        "--store",
+        world["store"],
+        "--topic",
+        "avro",
+        "--topic",
+        "protobuf",
+        "--topic",
+        "jsonschema",
+        "--topic",
+        "mixed",
+    ]
+    done = subprocess.run(command, capture_output=True, text=True, check=False)
+    assert done.returncode == 0, done.stderr
+    summary = orjson.loads(done.stdout)
+    framed = {
+        int.from_bytes(data[1:5], "big")
+        for records in world["written"].values()
+        for pair in records
+        for data in pair
+        if data and data[0] == 0 and len(data) >= 5
+    }
+    assert summary["missing"] == []
+    assert summary["ids"] == sorted(framed)
+    with _served(world, "--schema-dir", str(out), name="serve-dir") as client:
+        for topic in TOPICS:
+            assert [_fields(r) for r in _walk(client, topic)] == _expected(world, topic), topic
+
+
+def test_registry_down_is_a_retriable_503_and_known_ids_still_decode(
+    world: dict[str, Any], tmp_path: Path
+) -> None:
+    load = tmp_path / "load.json"
+    load.write_bytes(httpx.get(world["url"] + "/_registrations").content)
+    auth = ["--schema-registry-username", "u", "--schema-registry-password", "p"]
+    with (
+        registry_process(tmp_path / "registry.log", basic="u:p", load=load) as (proc, url),
+        _served(world, "--schema-registry-url", url, *auth, name="serve-down") as client,
+    ):
+        path = "/v1/topics/avro/partitions/0/records"
+        params = {"offset": 0, "value_format": "avro", "max_bytes": 1}
+        assert client.get(path, params=params).status_code == 200
+        proc.terminate()
+        proc.wait(timeout=15)
+        assert client.get(path, params=params).status_code == 200  # cached by id
+        r = client.get(
+            "/v1/topics/jsonschema/partitions/0/records",
+            params={"offset": 0, "value_format": "jsonschema"},
+        )
+        assert r.status_code == 503
+        assert r.json()["error_code"] == "schema_registry_unavailable"
+        assert r.json()["retriable"] is True
+        assert "retry-after" in r.headers
+
+
+def test_wrong_registry_credentials_are_a_502_not_a_decoded_page(
+    world: dict[str, Any], tmp_path: Path
+) -> None:
+    with (
+        registry_process(tmp_path / "registry.log", basic="u:p") as (_, url),
+        _served(
+            world,
+            "--schema-registry-url",
+            url,
+            "--schema-registry-username",
+            "u",
+            name="serve-auth",
+        ) as client,
+    ):
+        r = client.get(
+            "/v1/topics/avro/partitions/0/records", params={"offset": 0, "value_format": "avro"}
+        )
+        assert r.status_code == 502
+        assert r.json()["error_code"] == "schema_registry_error"
