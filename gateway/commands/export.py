@@ -127,6 +127,30 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         default=128 * 1024 * 1024,
         help="segment bytes per Spark task (larger segments are split at index entries)",
     )
+    for side in ("key", "value"):
+        p.add_argument(
+            f"--{side}-format",
+            choices=("avro", "protobuf", "jsonschema"),
+            help=f"decode {side}s with the schema registry into a typed {side} column (a "
+            f"struct for records) and {side}_schema_id beside it (parquet, arrow writer)",
+        )
+        p.add_argument(
+            f"--{side}-subject",
+            metavar="SUBJECT",
+            help=f"the subject whose versions type the {side}s (default <topic>-{side})",
+        )
+        p.add_argument(
+            f"--{side}-message",
+            metavar="NAME",
+            help=f"protobuf: the {side}s' message type, full name (default: the file's first)",
+        )
+    p.add_argument(
+        "--schema-registry-url",
+        metavar="URL",
+        help="the schema registry (env TIERED_GATEWAY_SCHEMA_REGISTRY_URL; credentials: "
+        "TIERED_GATEWAY_SCHEMA_REGISTRY_USERNAME, _PASSWORD, _TOKEN, _CA)",
+    )
+    p.add_argument("--schema-dir", type=Path, metavar="DIR", help="or a schemas snapshot folder")
     p.add_argument("--quiet", action="store_true", help="no progress line")
     p.add_argument(
         "--spark-log",

@@ -148,7 +148,7 @@ class AvroDecoder:
         return value
 
 
-def _json(data: bytes | memoryview) -> Any:
+def json_value(data: bytes | memoryview) -> Any:
     """One JSON value (numbers beyond 64 bits too); raises ValueError."""
     try:
         return orjson.loads(data)
@@ -168,10 +168,10 @@ class JsonSchemaDecoder:
 
     def __init__(self, registered: Registered, references: Mapping[str, Registered]) -> None:
         try:
-            schema = _json(registered.schema.encode("utf-8"))
+            schema = json_value(registered.schema.encode("utf-8"))
             default = referencing.jsonschema.DRAFT7
             resources = [
-                (name, referencing.Resource.from_contents(_json(ref.schema.encode()), default))
+                (name, referencing.Resource.from_contents(json_value(ref.schema.encode()), default))
                 for name, ref in references.items()
             ]
             registry: referencing.Registry[Any] = referencing.Registry().with_resources(resources)
@@ -183,7 +183,7 @@ class JsonSchemaDecoder:
 
     def decode(self, body: memoryview) -> Any:
         try:
-            value = _json(body)
+            value = json_value(body)
         except ValueError as exc:
             raise BodyDecodeError(f"JSON body: not one JSON value ({exc})") from None
         try:

@@ -94,7 +94,7 @@ class ProtobufDecoder:
             return False
         return True
 
-    def _type(self, indexes: tuple[int, ...]) -> Any:
+    def message_class(self, indexes: tuple[int, ...]) -> Any:
         """The message class at ``indexes`` (cached)."""
         found = self._types.get(indexes)
         if found is not None:
@@ -115,7 +115,7 @@ class ProtobufDecoder:
             indexes, message = message_indexes(body)
         except WireFormatError as exc:
             raise BodyDecodeError(str(exc)) from None
-        cls = self._type(indexes)
+        cls = self.message_class(indexes)
         try:
             parsed = cls.FromString(bytes(message))
             return json_format.MessageToDict(

@@ -74,6 +74,7 @@ from gateway.spark.sink import (
     write_split,
 )
 from gateway.spark.source import TieredKafkaDataSource
+from gateway.spark.typed_plan import typed_sides
 
 if TYPE_CHECKING:
     from pyiceberg.table import Table
@@ -99,6 +100,12 @@ def writer_of(args: argparse.Namespace) -> str:
     """``--writer``, defaulting to arrow for Parquet and Spark's writer for other formats;
     checks that the format takes the codec."""
     writer: str = args.writer or ("arrow" if args.format in ("parquet", "iceberg") else "spark")
+    typed = getattr(args, "key_format", None) or getattr(args, "value_format", None)
+    if typed and (writer != "arrow" or args.format == "iceberg"):
+        raise ConfigurationError(
+            "--key-format / --value-format write Parquet with the arrow writer (not yet Iceberg, "
+            "ORC or JSON)"
+        )
     if args.format == "iceberg" and writer != "arrow":
         raise ConfigurationError("--format iceberg writes with the arrow writer only")
     if writer == "arrow" and args.format not in ("parquet", "iceberg"):
@@ -163,7 +170,9 @@ def _export_with_arrow(
     spark: SparkSession, args: argparse.Namespace, options: dict[str, str]
 ) -> dict[str, int]:
     """Plan on the driver, one task per split writing its own Parquet file."""
-    out = OutputSpec(args.output, uuid.uuid4().hex[:8], compression=args.compression)
+    out = OutputSpec(
+        args.output, uuid.uuid4().hex[:8], compression=args.compression, typed=typed_sides(args)
+    )
     fs, root = open_output(args.output)
     plan = build_plan(parse_options(options))  # before --mode overwrite deletes
     shown = redact(args.output)

@@ -43,6 +43,7 @@ from gateway.errors import ConfigurationError
 from gateway.spark.plan import Split
 from gateway.spark.read import read_split
 from gateway.spark.segments import ReadContext
+from gateway.spark.typed import TypedSide, typed_batch
 
 PARTITION_COLUMNS: Final = ("topic", "partition")
 TEMP_MARK: Final = ".tmp-"
@@ -63,6 +64,7 @@ class OutputSpec:
     row_group_rows: int = 1 << 20
     row_group_bytes: int = 128 << 20
     keep_partition_columns: bool = False  # topic and partition in the files (Iceberg)
+    typed: tuple[TypedSide, ...] = ()  # keys or values as typed columns (gateway.spark.typed)
 
 
 @dataclass(frozen=True, slots=True)
@@ -180,6 +182,8 @@ class _PartFile:
 
 
 def _body(batch: pa.RecordBatch, out: OutputSpec) -> pa.RecordBatch:
+    if out.typed:
+        batch = typed_batch(batch, out.typed)
     return batch if out.keep_partition_columns else batch.drop_columns(list(PARTITION_COLUMNS))
 
 

@@ -12,7 +12,6 @@ import base64
 import contextlib
 import subprocess
 import sys
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -22,11 +21,10 @@ import orjson
 import pytest
 from confluent_kafka.schema_registry import SchemaRegistryClient
 
-from gateway.kafka.writer import SegmentWriter
 from tests.fixtures.confluent_payloads import Oracle, Payloads
 from tests.fixtures.registry import registry_process
+from tests.fixtures.schema_bucket import tier_records
 from tests.integration.serve import serve_process
-from tests.unit.kafka.independent import Rec, as_broker, build
 
 pytestmark = pytest.mark.integration
 
@@ -50,7 +48,7 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
         written: dict[str, list[tuple[bytes | None, bytes | None]]] = {}
         for topic, kind in TOPICS.items():
             written[topic] = list(payloads.records(topic, kind, N, seed=31, v2_from=N // 2))
-            _tier(work, topic, written[topic])
+            tier_records(work, topic, written[topic])
         yield {
             "work": work,
             "url": url,
@@ -58,42 +56,6 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
             "written": written,
             "store": (work / "bucket").as_uri(),
         }
-
-
-def _tier(work: Path, topic: str, records: list[tuple[bytes | None, bytes | None]]) -> None:
-    """``records`` as segments of three-record batches, a roll every 10 batches, tiered."""
-    folder = work / "segments" / f"{topic}-0"
-    writer = SegmentWriter(base_offset=0, index_interval_bytes=200)
-    for n, at in enumerate(range(0, len(records), 3)):
-        recs = [
-            Rec(i, 1_700_000_000_000 + at + i, k, v, [("h", b"x")] if i == 1 else [])
-            for i, (k, v) in enumerate(records[at : at + 3])
-        ]
-        raw = build("kafka-python", writer.next_offset, recs, codec=n % 5)
-        writer.append(as_broker(raw, leader_epoch=0))
-        if n % 10 == 9 and at + 3 < len(records):
-            writer.write(folder)
-            writer = writer.next_segment()
-    writer.write(folder)
-    command = [
-        sys.executable,
-        "-m",
-        "gateway.cli",
-        "tier",
-        "--store",
-        (work / "bucket").as_uri(),
-        "--topic",
-        topic,
-        "--topic-id",
-        str(uuid.uuid5(uuid.NAMESPACE_URL, topic)),
-        "--partition",
-        "0",
-        "--include-active",
-        "--chunk-size",
-        "4096",
-        str(folder),
-    ]
-    subprocess.run(command, check=True, capture_output=True)
 
 
 def _expected(world: dict[str, Any], topic: str) -> list[dict[str, Any]]:
