@@ -10,6 +10,7 @@ the request's own, so nothing it holds is evicted under it.
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Iterable
 from typing import Final
 
@@ -29,6 +30,7 @@ from gateway.schemas.registry import (
     SchemaType,
 )
 
+UNKNOWN_FOR_S: Final = 30.0  # an id the registry lacks is not asked again for this long
 MAX_REFERENCES: Final = 256  # imports, transitively: a bound on a cyclic or hostile registry
 Loaded = Decoder | SchemaUnusableError | None  # None: no schema has this id
 
@@ -71,11 +73,16 @@ class Schemas:
         self.source = source
         self._cache: LRUCache[int, Decoder | SchemaUnusableError] = LRUCache(maxsize=max_entries)
         self._flights: Flights[int, Loaded] = Flights()
+        self._unknown: dict[int, float] = {}  # id -> when the registry last said it lacks it
+        self._max = max_entries
 
     async def _load(self, schema_id: int) -> Loaded:
         registered = await self.source.by_id(schema_id)
-        if registered is None:
-            return None  # not cached: an id may be registered later
+        if registered is None:  # an id may be registered later: asked again after a while
+            if len(self._unknown) >= self._max:
+                self._unknown.clear()
+            self._unknown[schema_id] = time.monotonic()
+            return None
         try:
             references = await imports(self.source, registered)
             loaded: Decoder | SchemaUnusableError = await asyncio.to_thread(
@@ -92,12 +99,15 @@ class Schemas:
         cannot answer."""
         answer: dict[int, Loaded] = {}
         missing = []
+        now = time.monotonic()
         for schema_id in set(ids):
             cached = self._cache.get(schema_id)
-            if cached is None:
-                missing.append(schema_id)
-            else:
+            if cached is not None:
                 answer[schema_id] = cached
+            elif now - self._unknown.get(schema_id, -UNKNOWN_FOR_S) < UNKNOWN_FOR_S:
+                answer[schema_id] = None  # a payload of garbage under auto: no registry storm
+            else:
+                missing.append(schema_id)
         if missing:
             tasks = [self._flights.join(i, lambda i=i: self._load(i)) for i in missing]  # type: ignore[misc]
             results = await asyncio.gather(*(asyncio.shield(t) for t in tasks))

@@ -137,3 +137,19 @@ def test_a_schema_dir_answers_as_the_registry(tmp_path: Path) -> None:
     asyncio.run(main())
     with pytest.raises(SchemaRegistryError, match="not a snapshot"):
         SchemaDir(tmp_path / "subjects")
+
+
+@respx.mock
+def test_an_unknown_id_is_not_asked_again_at_once() -> None:
+    route = respx.get(f"{URL}/schemas/ids/9").mock(
+        return_value=httpx.Response(404, json={"error_code": 40403})
+    )
+
+    async def main() -> None:
+        schemas = Schemas(_client())
+        for _ in range(5):
+            assert await schemas.decoders([9]) == {9: None}
+        await schemas.aclose()
+
+    asyncio.run(main())
+    assert route.call_count == 1
