@@ -176,8 +176,9 @@ def test_json_schema_values_are_typed_columns(
     for row, (_, data) in zip(_rows(out, "readings"), world["written"]["readings"], strict=True):
         doc = json.loads(data[5:])
         meta = doc.get("meta")
+        text = None if meta is None else json.dumps(meta, separators=(",", ":"), ensure_ascii=False)
         want = {"sensor": doc["sensor"], "value": float(doc["value"]), "tags": doc.get("tags"),
-                "meta": None if meta is None else json.dumps(meta, separators=(",", ":"), ensure_ascii=False)}  # fmt: skip
+                "meta": text}  # fmt: skip
         if want["meta"] is not None:
             assert json.loads(row["value"]["meta"]) == meta
             row["value"]["meta"] = want["meta"]
