@@ -2,7 +2,8 @@
 real Aiven plugin (1.0.0) wrote exactly as Kafka's own clients and tools read them
 (:mod:`tests.realkafka.checks`; ``make real-kafka`` prints the same report). Issue 29: the
 gateway following a live broker's ``__remote_log_metadata`` (:mod:`tests.realkafka.
-follow_scenarios`: live-metadata, retention, delete-records, topic-deleted, upload-in-flight)."""
+follow_scenarios`: live-metadata, retention, delete-records, topic-deleted, upload-in-flight).
+The schema formats against Confluent's deserializers (:mod:`tests.realkafka.schema_checks`)."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.realkafka import dumps
+from tests.realkafka import dumps, schema_checks
 from tests.realkafka.bucket import FIXTURES, Bucket, private_key, serving, store_of
 from tests.realkafka.checks import http_checks, run
 from tests.realkafka.jars import CACHE, kafka_libs
@@ -29,13 +30,19 @@ def test_every_surface_reads_what_real_kafka_wrote(capsys: pytest.CaptureFixture
     with capsys.disabled():
         print("\n" + report.summary())
     buckets = {t.split("/")[0] for _, t in report.table}
-    assert buckets == {"fs", "s3", "live", "follow"}, buckets
+    assert buckets == {"fs", "s3", "live", "follow", "schemas"}, buckets
     checks = ["live-metadata", "retention", "delete-records", "topic-deleted"]
     if not any("(aiven)" in line for line in report.lines):  # with LocalTieredStorage only
         checks += ["upload-in-flight", "local-tiered-storage"]
     for check in checks:  # "PASS <check> (<mode>): ..." or "PASS <check>, <how> (<mode>): ..."
         passed = [x for x in report.lines if x.split(" (")[0].split(",")[0] == f"PASS {check}"]
         assert passed, check
+    schema_surfaces = {s for s, t in report.table if t.startswith("schemas/")}
+    wanted = {"schema-registry-json", "schema-registry-json-1", "schema-registry-ndjson"}
+    wanted |= {"schema-registry-json-auto", "schema-raw-errors-json", "schema-raw-errors-ndjson"}
+    if schema_checks.snapshot_command() is not None:
+        wanted |= {"schema-dir-json", "schema-dir-json-1", "schema-dir-json-auto"}
+    assert wanted <= schema_surfaces, wanted - schema_surfaces
     empty = [cell for cell, (n, _) in report.table.items() if n == 0]
     assert not empty, f"cells with no record compared: {empty}"
     assert not failed, "\n".join(failed)
@@ -79,3 +86,32 @@ def test_the_checks_fail_on_a_wrong_bucket(tmp_path: Path) -> None:
         for line in report.lines
         if line.startswith(("PASS fs/codecs-0", "PASS fs/codecs http-"))
     ]
+
+
+def test_the_schema_checks_fail_on_a_wrong_oracle(tmp_path: Path) -> None:
+    """The schema checks can fail: an Avro value's field and a Protobuf value's schema id
+    changed in the oracle are FAIL lines on every surface that reads them, never PASS."""
+    folder = tmp_path / "schemas"
+    shutil.copytree(FIXTURES / "schemas", folder)
+    for name in ("avro-1", "protobuf-0"):
+        path = folder / "oracle" / f"{name}.ndjson"
+        rows = [json.loads(line) for line in path.read_text().splitlines()]
+        if name == "avro-1":
+            rows[3]["value"]["status"] = "CHANGED"
+        else:
+            rows[3]["value_schema_id"] += 1
+        path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    report = Report(emit=lambda _line: None)
+    (tmp_path / "work").mkdir()
+    schema_checks.check_bucket(folder, report, tmp_path / "work")
+    failed = {line.split(":")[0] for line in report.lines if line.startswith("FAIL")}
+    how = ["registry"] + (["--schema-dir"] if schema_checks.snapshot_command() else [])
+    for partition in ("avro-1", "protobuf-0"):
+        for source in how:
+            for surface in ("json", "json-1", "json-auto") + ("ndjson",) * (source == "registry"):
+                name = f"schemas/{partition} {source} {surface} = Confluent's deserializers"
+                assert f"FAIL {name}" in failed, name
+    for surface in ("json", "ndjson"):
+        assert f"FAIL schemas/protobuf-0 value_format=avro decode_errors=raw {surface}" in failed
+    assert report.differences == len(failed)  # one row each
+    assert not [x for x in failed if "avro-0" in x or "jsonschema" in x or "mixed" in x]

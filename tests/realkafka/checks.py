@@ -6,7 +6,9 @@ buckets are put back on a moto server), then: the HTTP JSON, NDJSON and raw walk
 ListOffsets; the listener read by the Java consumer (with ``offsetsForTimes``) and by
 librdkafka; ``catalog`` against the ``__remote_log_metadata`` records; the Spark source,
 ``export`` and ``scrub`` (:mod:`tests.realkafka.spark_checks`); ``dump`` against Kafka's
-DumpLogSegments; and the raw bytes against the broker's own segment files.
+DumpLogSegments; and the raw bytes against the broker's own segment files. The schema
+bucket (``schemas``: Confluent-framed Avro, Protobuf and JSON Schema) has checks of its own,
+the decoded records against Confluent's deserializers (:mod:`tests.realkafka.schema_checks`).
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from typing import Any
 
 import httpx
 
-from tests.realkafka import dumps, follow_scenarios, live, surfaces
+from tests.realkafka import dumps, follow_scenarios, live, schema_checks, surfaces
 from tests.realkafka.bucket import FIXTURES, Bucket, private_key, serving, store_of
 from tests.realkafka.commands import catalog_checks, spark_checks
 from tests.realkafka.jars import CACHE, kafka_libs
@@ -158,7 +160,10 @@ def run(emit: Any = print, only: tuple[str, ...] = ()) -> Report:
     report = Report(emit=emit)
     java = JavaTools(kafka_libs(), CACHE / "classes")
     java.compile()
-    folders = sorted(p for p in FIXTURES.iterdir() if (p / "settings.json").exists())
+    schemas = schema_checks.schema_buckets()  # checked apart (tests.realkafka.schema_checks)
+    folders = sorted(
+        p for p in FIXTURES.iterdir() if (p / "settings.json").exists() and p not in schemas
+    )
     if not folders:
         report.fail("fixtures", f"no bucket under {FIXTURES}")
         return report
@@ -166,13 +171,15 @@ def run(emit: Any = print, only: tuple[str, ...] = ()) -> Report:
     jobs = [j for j in jobs if not only or (j.name if j else "live") in only]
     with (
         tempfile.TemporaryDirectory(prefix="real-kafka-") as tmp,
-        ThreadPoolExecutor(len(jobs) + 1) as pool,
+        ThreadPoolExecutor(len(jobs) + 2) as pool,
     ):
         futures = [
             pool.submit(_check_one, j, java, Path(tmp) / (j.name if j else "live")) for j in jobs
         ]
         if not only or "follow" in only:  # issue 29: a broker that tiers, followed live
             futures.append(pool.submit(_check_follow, Path(tmp) / "follow"))
+        if not only or "schemas" in only:  # the schema formats (avro, protobuf, ...)
+            futures.append(pool.submit(schema_checks.run, Path(tmp) / "schemas"))
         for future in futures:
             report.merge(future.result())
     return report

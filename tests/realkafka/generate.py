@@ -19,6 +19,7 @@ import shutil
 import subprocess
 import sys
 import time
+from collections.abc import Collection
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -167,18 +168,19 @@ class Store:
                 shutil.copyfile(self.root / key, target)
 
 
-def rolled_segments(log_dir: Path) -> dict[str, list[int]]:
-    """Per partition folder, the base offsets of its segments but the active (last) one."""
+def rolled_segments(log_dir: Path, topics: Collection[str] = TOPICS.keys()) -> dict[str, list[int]]:
+    """Per partition folder of ``topics``, the base offsets of its segments but the active
+    (last) one."""
     out: dict[str, list[int]] = {}
     for folder in log_dir.iterdir():
-        if folder.is_dir() and folder.name.rsplit("-", 1)[0] in TOPICS:
+        if folder.is_dir() and folder.name.rsplit("-", 1)[0] in topics:
             bases = sorted(int(p.stem) for p in folder.glob("*.log"))
             out[folder.name] = bases[:-1]
     return out
 
 
-def wait_uploaded(broker: Broker, store: Store) -> None:
-    """Until every rolled segment has its manifest (bounded)."""
+def wait_uploaded(broker: Broker, store: Store, topics: Collection[str] = TOPICS.keys()) -> None:
+    """Until every rolled segment of ``topics`` has its manifest (bounded)."""
     deadline = time.monotonic() + UPLOAD_TIMEOUT_S
     while True:
         manifests = {
@@ -188,7 +190,7 @@ def wait_uploaded(broker: Broker, store: Store) -> None:
         }
         missing = [
             (f, b)
-            for f, bases in rolled_segments(broker.log_dir).items()
+            for f, bases in rolled_segments(broker.log_dir, topics).items()
             for b in bases
             if (f, b) not in manifests
         ]
@@ -215,7 +217,9 @@ def copy_local(broker: Broker, dest: Path) -> None:
         shutil.copyfile(checkpoint, dest / folder / "leader-epoch-checkpoint")
 
 
-def delete_locally(admin: AdminClient, broker: Broker) -> None:
+def delete_locally(
+    admin: AdminClient, broker: Broker, topics: Collection[str] = TOPICS.keys()
+) -> None:
     resources = [
         ConfigResource(
             "topic",
@@ -226,14 +230,15 @@ def delete_locally(admin: AdminClient, broker: Broker) -> None:
                 )
             ],
         )
-        for t in TOPICS
+        for t in topics
     ]
     for f in admin.incremental_alter_configs(resources).values():
         f.result(30)
     deadline = time.monotonic() + UPLOAD_TIMEOUT_S
-    while any(rolled_segments(broker.log_dir).values()):
+    while any(rolled_segments(broker.log_dir, topics).values()):
         if time.monotonic() > deadline:
-            raise TimeoutError(f"local segments not deleted: {rolled_segments(broker.log_dir)}")
+            left = rolled_segments(broker.log_dir, topics)
+            raise TimeoutError(f"local segments not deleted: {left}")
         time.sleep(0.5)
 
 

@@ -71,7 +71,7 @@ def ndjson_walk(client: httpx.Client, topic: str, partition: int, isolation: str
         ) as r:
             if r.status_code != 200:
                 raise WalkError(f"{topic}-{partition}@{offset}: {r.status_code} {r.read()[:300]!r}")
-            lines = [json.loads(line) for line in r.iter_lines() if line]
+            lines = [json.loads(line) for line in r.read().split(b"\n") if line]
         *records, last = lines
         if "next_offset" not in last or "error" in last or "error_code" in last:
             raise WalkError(f"{topic}-{partition}@{offset}: closing line {last}")
