@@ -74,6 +74,7 @@ from gateway.spark.sink import (
     write_split,
 )
 from gateway.spark.source import TieredKafkaDataSource
+from gateway.spark.typed import TypedSide, for_iceberg
 from gateway.spark.typed_plan import typed_sides
 
 if TYPE_CHECKING:
@@ -101,10 +102,10 @@ def writer_of(args: argparse.Namespace) -> str:
     checks that the format takes the codec."""
     writer: str = args.writer or ("arrow" if args.format in ("parquet", "iceberg") else "spark")
     typed = getattr(args, "key_format", None) or getattr(args, "value_format", None)
-    if typed and (writer != "arrow" or args.format == "iceberg"):
+    if typed and writer != "arrow":
         raise ConfigurationError(
-            "--key-format / --value-format write Parquet with the arrow writer (not yet Iceberg, "
-            "ORC or JSON)"
+            "--key-format / --value-format write Parquet or Iceberg with the arrow writer (not "
+            "yet ORC or JSON)"
         )
     if args.format == "iceberg" and writer != "arrow":
         raise ConfigurationError("--format iceberg writes with the arrow writer only")
@@ -236,8 +237,9 @@ def _export_to_iceberg(
     except Exception as exc:  # the catalog's own errors: unreachable, refused, malformed
         where = redact(args.catalog or args.warehouse or "")
         raise ConfigurationError(f"catalog {where}: {type(exc).__name__}: {exc}") from exc
+    typed = tuple(for_iceberg(side) for side in typed_sides(args))
     if table is not None:
-        ice.check_table(table, opts.include_headers)
+        table = ice.check_table(table, opts.include_headers, typed)
     done = ice.committed(table) if table is not None else ice.Committed()
     rlmm, claims = load_with_claims(opts)
     try:
@@ -260,7 +262,7 @@ def _export_to_iceberg(
         rlmm.close()
     if table is None:
         try:
-            table = ice.create_table(catalog, identifier, opts.include_headers)
+            table = ice.create_table(catalog, identifier, opts.include_headers, typed)
         except GatewayError:
             raise
         except Exception as exc:  # refused, or created by another run since it was loaded
@@ -276,7 +278,7 @@ def _export_to_iceberg(
     info: dict[str, object] = {"topicId": topic_id, "isolation": isolation}
     summary = ice.summary_properties(done, opts.topic, gaps, info)
     written = _write_and_commit(
-        spark, table, location, plans, compression=args.compression, summary=summary
+        spark, table, location, plans, compression=args.compression, summary=summary, typed=typed
     )
     ranges = {str(p): [list(r) for r in g] for p, g in sorted(gaps.items())}
     return {**result, **written, "committed": True, "ranges": {opts.topic: ranges}}
@@ -345,6 +347,7 @@ def _write_and_commit(
     *,
     compression: str,
     summary: dict[str, str],
+    typed: tuple[TypedSide, ...] = (),
 ) -> dict[str, object]:
     """The executors write every plan's splits, the driver commits the files in one
     transaction; on any failure before the commit is known to have failed or succeeded the
@@ -352,7 +355,7 @@ def _write_and_commit(
     from gateway.spark import iceberg as ice  # noqa: PLC0415
 
     out = OutputSpec(location, uuid.uuid4().hex[:8], compression=compression,
-                     keep_partition_columns=True)  # fmt: skip
+                     keep_partition_columns=True, typed=typed)  # fmt: skip
     fs, root = open_output(location)
     items = [(i, split) for i, plan in enumerate(plans) for split in plan.splits]
     contexts = tuple(plan.context for plan in plans)

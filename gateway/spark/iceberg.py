@@ -50,14 +50,16 @@ from pyiceberg.exceptions import (
     ValidationException,
 )
 from pyiceberg.partitioning import PartitionField, PartitionSpec
-from pyiceberg.schema import Schema
+from pyiceberg.schema import Schema, assign_fresh_schema_ids
 from pyiceberg.table import Table
 from pyiceberg.transforms import DayTransform, IdentityTransform
 from pyiceberg.types import (
     BinaryType,
+    IcebergType,
     IntegerType,
     ListType,
     LongType,
+    MapType,
     NestedField,
     StringType,
     StructType,
@@ -65,6 +67,8 @@ from pyiceberg.types import (
 )
 
 from gateway.errors import ConfigurationError
+from gateway.spark.columns import arrow_schema
+from gateway.spark.typed import TypedSide, typed_arrow_schema
 
 RANGES_KEY: Final = "tiered-gateway.ranges"
 COMMITTED_KEY: Final = "tiered-gateway.committed"
@@ -88,10 +92,14 @@ Ranges = dict[int, list[tuple[int, int]]]
 """Offset ranges ``[lo, hi)`` by partition, sorted and merged."""
 
 
-def table_schema(include_headers: bool) -> Schema:
+def table_schema(include_headers: bool, typed: tuple[TypedSide, ...] = ()) -> Schema:
     """The table's columns: :func:`gateway.spark.columns.arrow_schema` with field ids (all
     optional, as the Parquet files have them; the ids are those the catalog assigns to a new
-    table: the top-level columns in order, then the nested ones)."""
+    table: the top-level columns in order, then the nested ones); with ``typed`` sides, their
+    typed columns (:mod:`gateway.spark.typed`)."""
+    if typed:
+        arrow = typed_arrow_schema(arrow_schema(include_headers), typed)
+        return assign_fresh_schema_ids(Catalog._convert_schema_if_needed(arrow))
     fields = [
         NestedField(1, "key", BinaryType(), required=False),
         NestedField(2, "value", BinaryType(), required=False),
@@ -113,12 +121,14 @@ def table_schema(include_headers: bool) -> Schema:
     return Schema(*fields)
 
 
-def partition_spec() -> PartitionSpec:
+def partition_spec(schema: Schema) -> PartitionSpec:
     """``identity(partition), day(timestamp)``."""
     return PartitionSpec(
-        PartitionField(4, 1000, IdentityTransform(), "partition"),
-        PartitionField(6, 1001, DayTransform(), "timestamp_day"),
-    )
+        PartitionField(schema.find_field("partition").field_id, 1000, IdentityTransform(),
+                       "partition"),
+        PartitionField(schema.find_field("timestamp").field_id, 1001, DayTransform(),
+                       "timestamp_day"),
+    )  # fmt: skip
 
 
 def table_identifier(text: str | None, topic: str) -> tuple[str, ...]:
@@ -177,27 +187,50 @@ def load_table(catalog: Catalog, identifier: tuple[str, ...]) -> Table | None:
         return None
 
 
-def create_table(catalog: Catalog, identifier: tuple[str, ...], include_headers: bool) -> Table:
+def create_table(
+    catalog: Catalog,
+    identifier: tuple[str, ...],
+    include_headers: bool,
+    typed: tuple[TypedSide, ...] = (),
+) -> Table:
     """Create the table (and its namespace) with the export's schema and partition spec."""
-    schema = table_schema(include_headers)
+    schema = table_schema(include_headers, typed)
     if "warehouse" not in catalog.properties and isinstance(catalog, SqlCatalog):
         raise ConfigurationError(
             f"table {'.'.join(identifier)} does not exist: give --warehouse to create it"
         )  # before the namespace: a refused run creates nothing
     catalog.create_namespace_if_not_exists(identifier[:-1])
-    table = catalog.create_table(identifier, schema=schema, partition_spec=partition_spec())
-    # The files carry no field ids: readers map their columns by name, with the ids the
-    # catalog gave (taken from the table, not assumed).
+    spec = partition_spec(schema)
+    table = catalog.create_table(identifier, schema=schema, partition_spec=spec)
+    return _map_names(table)
+
+
+def _map_names(table: Table) -> Table:
+    """The files carry no field ids: readers map their columns by name, with the ids the
+    catalog gave (taken from the table, not assumed)."""
     mapping = table.schema().name_mapping.model_dump_json()
     return table.transaction().set_properties({NAME_MAPPING_KEY: mapping}).commit_transaction()
 
 
-def check_table(table: Table, include_headers: bool) -> None:
-    """An existing table must have the export's columns (names and types) and spec."""
+def check_table(table: Table, include_headers: bool, typed: tuple[TypedSide, ...] = ()) -> Table:
+    """An existing table must have the export's columns (names and types) and spec; a typed
+    table whose export now has more fields (a new version added them) gains them first, the
+    rows it holds reading them as null."""
     name = ".".join(table.name())
-    want = table_schema(include_headers)
+    want = table_schema(include_headers, typed)
     have = table.schema()
+    if typed and not _same_columns(have, want) and _adds_only(have, want):
+        with table.update_schema() as update:
+            update.union_by_name(want)
+        table = _map_names(table)
+        have = table.schema()
     if not _same_columns(have, want):
+        if typed:
+            raise ConfigurationError(
+                f"table {name}: its columns do not merge with the export's (the same "
+                "--include-headers and formats, and subject versions that only add fields): "
+                f"{', '.join(have.column_names)}"
+            )
         headers = "with" if include_headers else "without"
         raise ConfigurationError(
             f"table {name}: its schema is not the export's {headers} headers "
@@ -209,15 +242,35 @@ def check_table(table: Table, include_headers: bool) -> None:
         raise ConfigurationError(
             f"table {name}: partitioned by {got}, not identity(partition), day(timestamp)"
         )
+    return table
+
+
+def _shape(kind: IcebergType) -> str:
+    """A type with its field ids left out (a table's ids and a new schema's differ)."""
+    if isinstance(kind, StructType):
+        return "struct<" + ",".join(f"{f.name}:{_shape(f.field_type)}" for f in kind.fields) + ">"
+    if isinstance(kind, ListType):
+        return f"list<{_shape(kind.element_type)}>"
+    if isinstance(kind, MapType):
+        return f"map<{_shape(kind.key_type)},{_shape(kind.value_type)}>"
+    return str(kind)
+
+
+def _leaves(schema: Schema) -> dict[str, str]:
+    """Every column not a struct (nested ones by dotted name), by its shape."""
+    found = {name: schema.find_type(name) for name in schema.column_names}
+    return {n: _shape(t) for n, t in found.items() if not isinstance(t, StructType)}
 
 
 def _same_columns(have: Schema, want: Schema) -> bool:
     """Names and types, nested ones included, ids aside."""
+    return _leaves(have) == _leaves(want)
 
-    def shape(schema: Schema) -> list[tuple[str, str]]:
-        return sorted((name, str(schema.find_type(name))) for name in schema.column_names)
 
-    return shape(have) == shape(want)
+def _adds_only(have: Schema, want: Schema) -> bool:
+    """``want`` has every column of ``have`` with the same type, and more."""
+    old, new = _leaves(have), _leaves(want)
+    return old.items() < new.items()
 
 
 @dataclass

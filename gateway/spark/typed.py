@@ -32,6 +32,7 @@ field's type, fails the run naming its offset and schema id.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final
@@ -195,3 +196,36 @@ def _insert(batch: pa.RecordBatch, at: int, name: str, values: pa.Array) -> pa.R
     columns.insert(at, values)
     names.insert(at, name)
     return pa.RecordBatch.from_arrays(columns, names=names)
+
+
+def typed_arrow_schema(base: pa.Schema, sides: tuple[TypedSide, ...]) -> pa.Schema:
+    """The files' schema: ``base`` (:func:`gateway.spark.columns.arrow_schema`) with each side's
+    binary column typed and its ``*_schema_id`` beside it, as :func:`typed_batch` writes."""
+    for typed in sides:
+        at = base.get_field_index(typed.side)
+        base = base.set(at, pa.field(typed.side, typed.arrow))
+        base = base.insert(at + 1, pa.field(f"{typed.side}_schema_id", pa.int32()))
+    return base
+
+
+def _iceberg_type(kind: pa.DataType) -> pa.DataType:
+    """``kind`` in what Iceberg holds without loss: no unsigned integers (uint32 as int64,
+    uint64 as decimal(20, 0)), timestamps in microseconds."""
+    if pa.types.is_struct(kind):
+        return pa.struct([pa.field(f.name, _iceberg_type(f.type)) for f in kind])
+    if pa.types.is_list(kind):
+        return pa.list_(_iceberg_type(kind.value_type))
+    if pa.types.is_map(kind):
+        return pa.map_(_iceberg_type(kind.key_type), _iceberg_type(kind.item_type))
+    if kind == pa.uint32():
+        return pa.int64()
+    if kind == pa.uint64():
+        return pa.decimal128(20, 0)
+    if pa.types.is_timestamp(kind) and kind.unit == "ms":
+        return pa.timestamp("us", kind.tz)
+    return kind
+
+
+def for_iceberg(typed: TypedSide) -> TypedSide:
+    """``typed`` with its column in Iceberg's types (:func:`_iceberg_type`)."""
+    return dataclasses.replace(typed, arrow=_iceberg_type(typed.arrow))

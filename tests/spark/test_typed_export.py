@@ -18,12 +18,13 @@ require_spark()
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from confluent_kafka.schema_registry import SchemaRegistryClient
+from confluent_kafka.schema_registry import Schema, SchemaRegistryClient
 from confluent_kafka.schema_registry.avro import AvroSerializer
 from confluent_kafka.serialization import MessageField, SerializationContext
 from pyspark.sql import SparkSession
 
 from gateway.cli import main as cli_main
+from gateway.spark import iceberg as ice
 from tests.fixtures import confluent_payloads as cp
 from tests.fixtures.registry import registry_process
 from tests.fixtures.schema_bucket import tier_records
@@ -47,6 +48,8 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
             "readings": list(payloads.records("readings", "jsonschema", N, seed=9)),
             "changed": _changed(client),
         }
+        v1 = Schema(json.dumps(cp.AVRO_V1), "AVRO")
+        client.register_schema("orders-v1", v1)  # the first version alone: an older table
         store = ""
         for topic, records in written.items():
             store = tier_records(work, topic, records)
@@ -203,3 +206,34 @@ def test_a_timestamp_finer_than_the_column_fails_naming_the_offset(
     extra = ("--value-format", "protobuf", "--value-subject", "events-value")
     assert _export(world, "nanos", tmp_path / "nanos", *extra) == 1
     assert "offset 0: value schema id" in capsys.readouterr().err
+
+
+def test_an_iceberg_table_of_typed_columns_grows_with_the_subject(
+    spark: SparkSession, world: dict[str, Any], tmp_path: Path
+) -> None:
+    """The first run knows only version 1 (records 0-29); the second, version 2 too: the table
+    gains ``note`` and the rest of the records, the first ones reading it as null."""
+    warehouse = tmp_path / "wh"
+    iceberg = ("--format", "iceberg", "--warehouse", str(warehouse), "--value-format", "avro")
+    first = ["export", "--store", world["store"], "--topic", "orders", "--master", "local[2]",
+             "--quiet", "--schema-registry-url", world["url"], *iceberg]  # fmt: skip
+    assert cli_main([*first, "--value-subject", "orders-v1", "--to", str(N // 2)]) == 0
+    table = ice.open_catalog(None, str(warehouse)).load_table(("kafka", "orders"))
+    assert "value.note" not in table.schema().column_names
+    assert table.schema().find_type("value.at_ms") == table.schema().find_type("timestamp")
+    assert cli_main(first) == 0
+    table = ice.open_catalog(None, str(warehouse)).load_table(("kafka", "orders"))
+    rows = sorted(table.scan().to_arrow().to_pylist(), key=lambda r: r["offset"])
+    assert [r["offset"] for r in rows] == list(range(N))
+    oracle = cp.Oracle(world["client"])
+    for row, (_, data) in zip(rows, world["written"]["orders"], strict=True):
+        if data is None:
+            assert row["value"] is None
+            continue
+        read = oracle.avro(data, _ctx("orders"))
+        assert row["value"]["note"] == read.get("note")
+        assert row["value"]["price"] == read["price"] and row["value"]["at_us"] == read["at_us"]
+        assert row["value"]["at_ms"] == read["at_ms"]  # milliseconds, held as microseconds
+        assert row["value_schema_id"] == int.from_bytes(data[1:5], "big")
+    got = spark.read.parquet(*[str(p) for p in warehouse.rglob("*.parquet")])
+    assert got.count() == N
