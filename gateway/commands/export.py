@@ -225,6 +225,14 @@ def reader_options(args: argparse.Namespace) -> dict[str, str]:
         opts["metadataBootstrap"] = args.metadata_bootstrap
     if args.partitions:
         opts["partitions"] = args.partitions
+    for side in ("key", "value"):  # typed columns (the Spark writer reads them from the source)
+        for what in ("format", "subject", "message"):
+            if getattr(args, f"{side}_{what}", None):
+                opts[f"{side}{what.capitalize()}"] = getattr(args, f"{side}_{what}")
+    if getattr(args, "schema_registry_url", None):
+        opts["schemaRegistryUrl"] = args.schema_registry_url
+    if getattr(args, "schema_dir", None):
+        opts["schemaDir"] = str(args.schema_dir)
     opts.update(bound_options("--from", args.start, ending=False))
     opts.update(bound_options("--to", args.end, ending=True))
     return opts

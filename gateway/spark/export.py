@@ -101,12 +101,6 @@ def writer_of(args: argparse.Namespace) -> str:
     """``--writer``, defaulting to arrow for Parquet and Spark's writer for other formats;
     checks that the format takes the codec."""
     writer: str = args.writer or ("arrow" if args.format in ("parquet", "iceberg") else "spark")
-    typed = getattr(args, "key_format", None) or getattr(args, "value_format", None)
-    if typed and writer != "arrow":
-        raise ConfigurationError(
-            "--key-format / --value-format write Parquet or Iceberg with the arrow writer (not "
-            "yet ORC or JSON)"
-        )
     if args.format == "iceberg" and writer != "arrow":
         raise ConfigurationError("--format iceberg writes with the arrow writer only")
     if writer == "arrow" and args.format not in ("parquet", "iceberg"):

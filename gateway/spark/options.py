@@ -84,6 +84,8 @@ _KNOWN: Final = frozenset(
         "endingoffsetsbytimestamp", "startingoffsetsbytimestampstrategy", "includeheaders",
         "isolation.level", "kafka.isolation.level", "maxbytesperpartition", "maxrowsperbatch",
         "failondataloss", "maxoffsetspertrigger", "minoffsetspertrigger", "maxtriggerdelay",
+        "keyformat", "valueformat", "keysubject", "valuesubject", "keymessage", "valuemessage",
+        "schemaregistryurl", "schemadir",
     }
 )  # fmt: skip
 BROKER_ONLY: Final = frozenset(

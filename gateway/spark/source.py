@@ -16,9 +16,12 @@ before it asks for the partitions, so the plan must exist by then. Each task rea
 
 from __future__ import annotations
 
+import argparse
 import os
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
+from types import SimpleNamespace
+from typing import cast
 
 import pyarrow as pa
 from pyspark.sql import SparkSession
@@ -28,6 +31,7 @@ from pyspark.sql.datasource import (
     DataSourceStreamReader,
     InputPartition,
 )
+from pyspark.sql.pandas.types import from_arrow_type
 from pyspark.sql.streaming.datasource import (
     ReadAllAvailable,
     ReadLimit,
@@ -48,6 +52,7 @@ from pyspark.sql.types import (
 
 from gateway.errors import ConfigurationError
 from gateway.spark import FORMAT_NAME
+from gateway.spark.columns import arrow_schema
 from gateway.spark.driver import ReadPlan, build_plan
 from gateway.spark.options import ReadOptions, StreamLimits, parse_options
 from gateway.spark.plan import Split
@@ -55,6 +60,8 @@ from gateway.spark.read import read_split
 from gateway.spark.segments import ReadContext
 from gateway.spark.ship import ship_package
 from gateway.spark.stream import StreamPlanner
+from gateway.spark.typed import TypedSide, for_spark, typed_arrow_schema, typed_batch
+from gateway.spark.typed_plan import typed_sides
 
 
 def spark_schema(include_headers: bool) -> StructType:
@@ -83,9 +90,45 @@ class SplitPartition(InputPartition):
         super().__init__(split)
 
 
+def typed_options(options: Mapping[str, str], topic: str) -> tuple[TypedSide, ...]:
+    """The typed sides the ``keyFormat`` / ``valueFormat`` options ask for (with
+    ``keySubject``, ``valueSubject``, ``keyMessage``, ``valueMessage``, ``schemaRegistryUrl``
+    or ``schemaDir``; credentials from the ``TIERED_GATEWAY_SCHEMA_REGISTRY_*`` variables),
+    resolved on the driver (:mod:`gateway.spark.typed`)."""
+    o = {k.lower(): v for k, v in options.items()}
+    asked = SimpleNamespace(
+        topic=topic, config=None, schema_registry_url=o.get("schemaregistryurl"),
+        schema_dir=o.get("schemadir"),
+        **{f"{side}_{what}": o.get(f"{side}{what}") for side in ("key", "value")
+           for what in ("format", "subject", "message")},
+    )  # fmt: skip
+    return tuple(for_spark(side) for side in typed_sides(cast(argparse.Namespace, asked)))
+
+
+def typed_schema(include_headers: bool, typed: tuple[TypedSide, ...]) -> StructType:
+    """:func:`spark_schema` with the typed sides' columns (and their ``*_schema_id``)."""
+    schema = spark_schema(include_headers)
+    if not typed:
+        return schema
+    arrow = typed_arrow_schema(arrow_schema(include_headers), typed)
+    ours = {t.side for t in typed} | {f"{t.side}_schema_id" for t in typed}
+    return StructType(
+        [
+            StructField(n, from_arrow_type(arrow.field(n).type)) if n in ours else schema[n]
+            for n in arrow.names
+        ]
+    )
+
+
+def _typed(
+    batches: Iterator[pa.RecordBatch], typed: tuple[TypedSide, ...]
+) -> Iterator[pa.RecordBatch]:
+    return batches if not typed else (typed_batch(b, typed) for b in batches)
+
+
 class TieredKafkaReader(DataSourceReader):
-    def __init__(self, plan: ReadPlan) -> None:
-        self.plan = plan
+    def __init__(self, plan: ReadPlan, typed: tuple[TypedSide, ...] = ()) -> None:
+        self.plan, self.typed = plan, typed
 
     def partitions(self) -> list[InputPartition]:
         return [SplitPartition(s) for s in self.plan.splits]
@@ -96,7 +139,7 @@ class TieredKafkaReader(DataSourceReader):
             return iter(())
         if not isinstance(split, Split):
             raise TypeError(f"not a tiered-kafka split: {split!r}")
-        return read_split(split, self.plan.context)
+        return _typed(read_split(split, self.plan.context), self.typed)
 
 
 class StreamSplit(InputPartition):
@@ -111,8 +154,8 @@ class TieredKafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNo
     """``spark.readStream.format("tiered-kafka")``: every call goes to the
     :class:`~gateway.spark.stream.StreamPlanner` of the query."""
 
-    def __init__(self, planner: StreamPlanner) -> None:
-        self.planner = planner
+    def __init__(self, planner: StreamPlanner, typed: tuple[TypedSide, ...] = ()) -> None:
+        self.planner, self.typed = planner, typed
 
     def initialOffset(self) -> dict[str, object]:  # noqa: N802
         return self.planner.initial()
@@ -146,7 +189,7 @@ class TieredKafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNo
         split, context = partition.value
         if not isinstance(split, Split) or not isinstance(context, ReadContext):
             raise TypeError(f"not a tiered-kafka stream split: {partition.value!r}")
-        return read_split(split, context)
+        return _typed(read_split(split, context), self.typed)
 
     def commit(self, end: dict[str, object]) -> None:
         """Nothing to do: the offsets are in Spark's checkpoint, the source keeps no state."""
@@ -163,22 +206,30 @@ class TieredKafkaDataSource(DataSource):
         return FORMAT_NAME
 
     def schema(self) -> StructType:
-        return spark_schema(parse_options(self.options).include_headers)
-
-    def _options(self, schema: StructType) -> ReadOptions:
         opts = parse_options(self.options)
-        if schema != spark_schema(opts.include_headers):
+        return typed_schema(opts.include_headers, self._typed(opts))
+
+    def _typed(self, opts: ReadOptions) -> tuple[TypedSide, ...]:
+        o = {k.lower() for k in self.options}
+        return typed_options(self.options, opts.topic) if {"keyformat", "valueformat"} & o else ()
+
+    def _options(self, schema: StructType) -> tuple[ReadOptions, tuple[TypedSide, ...]]:
+        opts = parse_options(self.options)
+        typed = self._typed(opts)
+        if schema != typed_schema(opts.include_headers, typed):
             raise ConfigurationError(
                 "format tiered-kafka has a fixed schema (Spark's Kafka source columns plus "
-                "leaderEpoch); do not pass .schema(...)"
+                "leaderEpoch; keyFormat / valueFormat type key / value); do not pass .schema(...)"
             )
-        return opts
+        return opts, typed
 
     def reader(self, schema: StructType) -> DataSourceReader:
-        return TieredKafkaReader(build_plan(self._options(schema)))
+        opts, typed = self._options(schema)
+        return TieredKafkaReader(build_plan(opts), typed)
 
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:  # noqa: N802
-        return TieredKafkaStreamReader(StreamPlanner(self._options(schema)))
+        opts, typed = self._options(schema)
+        return TieredKafkaStreamReader(StreamPlanner(opts), typed)
 
 
 def register(spark: SparkSession) -> None:

@@ -229,3 +229,25 @@ def _iceberg_type(kind: pa.DataType) -> pa.DataType:
 def for_iceberg(typed: TypedSide) -> TypedSide:
     """``typed`` with its column in Iceberg's types (:func:`_iceberg_type`)."""
     return dataclasses.replace(typed, arrow=_iceberg_type(typed.arrow))
+
+
+def _spark_type(kind: pa.DataType) -> pa.DataType:
+    """``kind`` as Spark's data source reads it from Arrow: Iceberg's lossless types, and
+    plain strings and binaries."""
+    kind = _iceberg_type(kind)
+    if pa.types.is_struct(kind):
+        return pa.struct([pa.field(f.name, _spark_type(f.type)) for f in kind])
+    if pa.types.is_list(kind):
+        return pa.list_(_spark_type(kind.value_type))
+    if pa.types.is_map(kind):
+        return pa.map_(_spark_type(kind.key_type), _spark_type(kind.item_type))
+    if kind == pa.large_string():
+        return pa.string()
+    if pa.types.is_fixed_size_binary(kind):
+        return pa.binary()
+    return kind
+
+
+def for_spark(typed: TypedSide) -> TypedSide:
+    """``typed`` with its column in the types the ``tiered-kafka`` source hands Spark."""
+    return dataclasses.replace(typed, arrow=_spark_type(typed.arrow))

@@ -237,3 +237,52 @@ def test_an_iceberg_table_of_typed_columns_grows_with_the_subject(
         assert row["value_schema_id"] == int.from_bytes(data[1:5], "big")
     got = spark.read.parquet(*[str(p) for p in warehouse.rglob("*.parquet")])
     assert got.count() == N
+
+
+def test_the_spark_source_takes_the_same_options(
+    spark: SparkSession, world: dict[str, Any]
+) -> None:
+    from gateway.spark.source import register  # noqa: PLC0415
+
+    register(spark)
+    df = (
+        spark.read.format("tiered-kafka")
+        .option("store", world["store"]).option("topic", "orders")
+        .option("valueFormat", "avro").option("keyFormat", "avro")
+        .option("schemaRegistryUrl", world["url"])
+        .load()
+    )  # fmt: skip
+    assert df.schema["value"].dataType.simpleString().startswith("struct<id:bigint,")
+    rows = sorted(df.collect(), key=lambda r: r.offset)
+    assert len(rows) == N
+    oracle = cp.Oracle(world["client"])
+    for row, (key, data) in zip(rows, world["written"]["orders"], strict=True):
+        if data is None:
+            assert row.value is None
+            continue
+        read = oracle.avro(data, _ctx("orders"))
+        v = row.value.asDict()
+        assert (v["price"], v["rate"], v["day"], v["status"]) == (
+            read["price"], read["rate"], read["day"], read["status"])  # fmt: skip
+        assert v["at_us"].astimezone(dt.UTC) == read["at_us"]  # PySpark gives local time
+        assert v["note"] == read.get("note") and v["digest"] == read["digest"]
+        assert dict(v["attrs"]) == read["attrs"]
+        assert row.value_schema_id == int.from_bytes(data[1:5], "big")
+        assert row.key == oracle.avro(key, SerializationContext("orders", MessageField.KEY))
+
+
+def test_the_spark_writer_writes_the_same_typed_columns(
+    spark: SparkSession, world: dict[str, Any], tmp_path: Path
+) -> None:
+    out = tmp_path / "json"
+    extra = ("--writer", "spark", "--format", "json", "--compression", "none")
+    assert _export(world, "orders", out, "--value-format", "avro", *extra) == 0
+    lines = [json.loads(x) for p in out.rglob("*.json") for x in p.read_text().splitlines()]
+    got = {x["offset"]: x for x in lines}
+    assert len(got) == N
+    oracle = cp.Oracle(world["client"])
+    for offset, (_, data) in enumerate(world["written"]["orders"]):
+        if data is not None:
+            read = oracle.avro(data, _ctx("orders"))
+            assert got[offset]["value"]["status"] == read["status"]
+            assert got[offset]["value"].get("note") == read.get("note")
