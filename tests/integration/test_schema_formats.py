@@ -49,6 +49,16 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
         for topic, kind in TOPICS.items():
             written[topic] = list(payloads.records(topic, kind, N, seed=31, v2_from=N // 2))
             tier_records(work, topic, written[topic])
+        good = written["avro"][0][1]
+        assert good is not None
+        written["odd"] = [
+            (None, None),  # a tombstone
+            (None, good),
+            (None, b"\x00\x00\x00\x03\xe7" + good[5:]),  # id 999: not in the registry
+            (None, b"\x00\x00\x01"),  # a truncated header
+            (None, b"\x01" + good[1:]),  # a wrong magic byte
+        ]
+        tier_records(work, "odd", written["odd"], per_batch=1)
         yield {
             "work": work,
             "url": url,
@@ -212,10 +222,10 @@ def test_a_snapshot_serves_without_the_registry(world: dict[str, Any], tmp_path:
     summary = orjson.loads(done.stdout)
     framed = {
         int.from_bytes(data[1:5], "big")
-        for records in world["written"].values()
+        for topic, records in world["written"].items()
         for pair in records
         for data in pair
-        if data and data[0] == 0 and len(data) >= 5
+        if topic in TOPICS and data and data[0] == 0 and len(data) >= 5
     }
     assert summary["missing"] == []
     assert summary["ids"] == sorted(framed)
@@ -269,3 +279,44 @@ def test_wrong_registry_credentials_are_a_502_not_a_decoded_page(
         )
         assert r.status_code == 502
         assert r.json()["error_code"] == "schema_registry_error"
+
+
+@pytest.mark.parametrize(
+    ("offset", "avro", "auto"),
+    [
+        (0, (200, None), (200, None)),
+        (1, (200, "decoded"), (200, "decoded")),
+        (2, (422, "value_format=avro: no schema has id 999"), (200, "as is")),
+        (3, (422, "value_format=avro: 3 bytes: shorter than the 5-byte header"), (200, "as is")),
+        (4, (422, "value_format=avro: magic byte 1, not 0"), (200, "as is")),
+    ],
+)
+def test_each_odd_payload_gives_its_documented_answer(
+    world: dict[str, Any], offset: int, avro: tuple[int, str | None], auto: tuple[int, str | None]
+) -> None:
+    """A tombstone, an unknown id, a truncated header, a wrong magic byte: avro names the
+    record; auto shows what is not a known framed payload as it is (string or base64)."""
+    data = world["written"]["odd"][offset][1]
+    with _served(world, "--schema-registry-url", world["url"], name=f"serve-odd-{offset}") as c:
+        for fmt, (status, what) in (("avro", avro), ("auto", auto)):
+            r = c.get("/v1/topics/odd/partitions/0/records",
+                      params={"offset": offset, "value_format": fmt, "max_bytes": 1})  # fmt: skip
+            assert r.status_code == status, r.text
+            body = r.json()
+            if status == 422:
+                assert body["error_code"] == "invalid_format" and body["offset"] == offset
+                assert what is not None and what in body["message"]
+                continue
+            record = body["records"][0]
+            assert record["offset"] == offset
+            if what is None:
+                assert record["value"] is None and record["value_schema_id"] is None
+            elif what == "decoded":
+                assert record["value"]["status"] in ("NEW", "PAID", "SHIPPED")
+                assert record["value_schema_id"] == int.from_bytes(data[1:5], "big")
+            else:  # as it is: string when UTF-8, else base64
+                assert data is not None
+                try:
+                    assert record["value"] == data.decode("utf-8")
+                except UnicodeDecodeError:
+                    assert base64.b64decode(record["value"]) == data
