@@ -26,7 +26,7 @@ import orjson
 
 from gateway.api.formats import EmbeddedFormat, Field, RecordFormat, field
 from gateway.api.recordjson import groups
-from gateway.errors import InvalidFormatError, InvalidRequestError
+from gateway.errors import InvalidFormatError
 from gateway.kafka.records import Header
 from gateway.schemas.cache import Loaded, Schemas
 from gateway.schemas.decoders import BodyDecodeError, SchemaUnusableError
@@ -40,6 +40,7 @@ SCHEMA_TYPES: Final = {
     RecordFormat.JSONSCHEMA: SchemaType.JSON,
 }
 _TYPES: Final = ("CreateTime", "LogAppendTime")
+NO_REGISTRY: Final = "no schema registry is configured (schema_registry_url or schema_dir)"
 _BASE64: Final = field(EmbeddedFormat.BASE64, "")
 _STRING: Final = field(EmbeddedFormat.STRING, "")
 
@@ -51,8 +52,8 @@ def _raw(data: bytes) -> str:
 class _Side:
     """How a key (or a value) is written: ``text`` gives (its JSON value, its schema id)."""
 
-    def __init__(self, fmt: RecordFormat, parameter: str) -> None:
-        self.fmt, self.parameter = fmt, parameter
+    def __init__(self, fmt: RecordFormat, parameter: str, registry: bool = True) -> None:
+        self.fmt, self.parameter, self.registry = fmt, parameter, registry
         embedded = fmt.embedded
         self.plain: Field | None = None if embedded is None else field(embedded, parameter)
         self.schema_type = SCHEMA_TYPES.get(fmt)
@@ -79,7 +80,8 @@ class _Side:
         except WireFormatError as exc:
             raise InvalidFormatError(f"{fail}: {exc}", self.parameter) from None
         if decoder is None:
-            raise InvalidFormatError(f"{fail}: no schema has id {schema}", self.parameter)
+            why = f"no schema has id {schema}" if self.registry else NO_REGISTRY
+            raise InvalidFormatError(f"{fail}: {why}", self.parameter)
         if isinstance(decoder, SchemaUnusableError):
             raise InvalidFormatError(f"{fail}: {decoder}", self.parameter)
         if self.schema_type is not None and decoder.schema_type is not self.schema_type:
@@ -111,17 +113,11 @@ class Decoding:
         raw_errors: bool,
         schemas: Schemas | None,
     ) -> Decoding | None:
-        """None when nothing decodes (the plain writers serve the request); 400 when a schema
-        format is asked and no registry is configured."""
+        """None when nothing decodes (the plain writers serve the request). Without a
+        registry a schema format is still a valid request: each framed key or value is then
+        a record that does not decode (422 naming it, or ``decode_errors=raw``), saying why."""
         if not raw_errors and key.embedded is not None and value.embedded is not None:
             return None
-        for name, fmt in (("key_format", key), ("value_format", value)):
-            if schemas is None and fmt in SCHEMA_TYPES:
-                raise InvalidRequestError(
-                    f"{name}={fmt.value} needs a schema registry (schema_registry_url or "
-                    "schema_dir): none is configured",
-                    name,
-                )
         return cls(key, value, header, raw_errors, schemas)
 
     async def prepare(self, records: Sequence[FetchedRecord]) -> dict[int, Loaded]:
@@ -147,8 +143,9 @@ class Decoding:
 
 class _Writer:
     def __init__(self, decoding: Decoding, loaded: dict[int, Loaded]) -> None:
-        self.key = _Side(decoding.key, "key_format")
-        self.value = _Side(decoding.value, "value_format")
+        registry = decoding.schemas is not None
+        self.key = _Side(decoding.key, "key_format", registry)
+        self.value = _Side(decoding.value, "value_format", registry)
         self.header = field(decoding.header, "header_format")
         self.raw_errors, self.loaded = decoding.raw_errors, loaded
 

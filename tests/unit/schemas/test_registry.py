@@ -13,9 +13,16 @@ import respx
 from google.protobuf import descriptor_pb2
 
 from gateway.errors import SchemaRegistryError, SchemaRegistryUnavailableError
-from gateway.schemas.cache import Schemas
+from gateway.schemas.cache import Schemas, build
 from gateway.schemas.decoders import SchemaUnusableError
-from gateway.schemas.registry import RegistryClient, RegistryOptions, SchemaDir, SchemaType
+from gateway.schemas.registry import (
+    Reference,
+    Registered,
+    RegistryClient,
+    RegistryOptions,
+    SchemaDir,
+    SchemaType,
+)
 
 URL = "http://registry.test"
 AVRO = {"schema": json.dumps({"type": "string"})}
@@ -153,3 +160,23 @@ def test_an_unknown_id_is_not_asked_again_at_once() -> None:
 
     asyncio.run(main())
     assert route.call_count == 1
+
+
+def test_proto_text_is_compiled_when_the_registry_has_no_serialized_form() -> None:
+    """A registry that keeps ``.proto`` text only (``format=serialized`` ignored): the text is
+    compiled, its import (text too) resolved by name, a well-known import built in."""
+    dep = 'syntax = "proto3";\npackage d;\nmessage Dep { string n = 1; }\n'
+    main = (
+        'syntax = "proto3";\npackage m;\nimport "dep.proto";\n'
+        'import "google/protobuf/timestamp.proto";\n'
+        "message A { int32 x = 1; }\n"
+        "message B { d.Dep dep = 1; google.protobuf.Timestamp at = 2; message C { bool c = 1; } }\n"
+    )
+    registered = Registered(SchemaType.PROTOBUF, main, (Reference("dep.proto", "dep", 1),))
+    decoder = build(registered, {"dep.proto": Registered(SchemaType.PROTOBUF, dep)})
+    # indexes [1]: B { dep { n: "z" }, at { seconds: 1 } }
+    body = bytes([0x02, 0x02, 0x0A, 0x03, 0x0A, 0x01, 0x7A, 0x12, 0x02, 0x08, 0x01])
+    assert decoder.decode(memoryview(body)) == {"dep": {"n": "z"}, "at": "1970-01-01T00:00:01Z"}
+    assert decoder.decode(memoryview(bytes([0x04, 0x02, 0x00, 0x08, 0x01]))) == {"c": True}
+    with pytest.raises(SchemaUnusableError, match="protoc refused"):
+        build(Registered(SchemaType.PROTOBUF, "syntax = nonsense"), {})
