@@ -29,7 +29,7 @@ from gateway.api.recordjson import groups
 from gateway.errors import InvalidFormatError
 from gateway.kafka.records import Header
 from gateway.schemas.cache import Loaded, Schemas
-from gateway.schemas.decoders import BodyDecodeError, SchemaUnusableError
+from gateway.schemas.decoders import AvroDecoder, BodyDecodeError, SchemaUnusableError
 from gateway.schemas.registry import SchemaType
 from gateway.schemas.wire import WireFormatError, schema_id, split
 from gateway.service.types import FetchedRecord
@@ -52,8 +52,11 @@ def _raw(data: bytes) -> str:
 class _Side:
     """How a key (or a value) is written: ``text`` gives (its JSON value, its schema id)."""
 
-    def __init__(self, fmt: RecordFormat, parameter: str, registry: bool = True) -> None:
-        self.fmt, self.parameter, self.registry = fmt, parameter, registry
+    def __init__(
+        self, fmt: RecordFormat, parameter: str, registry: bool = True, reader: int | None = None
+    ) -> None:
+        self.fmt, self.parameter, self.registry, self.reader = fmt, parameter, registry, reader
+        self.loaded: dict[int, Loaded] = {}
         embedded = fmt.embedded
         self.plain: Field | None = None if embedded is None else field(embedded, parameter)
         self.schema_type = SCHEMA_TYPES.get(fmt)
@@ -62,6 +65,7 @@ class _Side:
         return None if data is None or self.plain is not None else schema_id(data)
 
     def text(self, data: bytes, loaded: dict[int, Loaded]) -> tuple[Any, int | None]:
+        self.loaded = loaded
         if self.plain is not None:
             return orjson.Fragment(self.plain.token(data)), None
         found = schema_id(data)
@@ -88,10 +92,20 @@ class _Side:
             kind = decoder.schema_type.value
             raise InvalidFormatError(f"{fail}: schema id {schema} is {kind}", self.parameter)
         try:
-            value = decoder.decode(body)
+            if isinstance(decoder, AvroDecoder) and self.reader is not None:
+                value = decoder.decode(body, self._reader(fail, self.reader))
+            else:
+                value = decoder.decode(body)
         except BodyDecodeError as exc:
             raise InvalidFormatError(f"{fail}: schema id {schema}: {exc}", self.parameter) from None
         return (orjson.Fragment(value) if isinstance(value, bytes) else value), found
+
+    def _reader(self, fail: str, reader: int) -> AvroDecoder:
+        found = self.loaded.get(reader)
+        if not isinstance(found, AvroDecoder):
+            why = found if isinstance(found, SchemaUnusableError) else "not an Avro schema here"
+            raise InvalidFormatError(f"{fail}: reader schema id {reader}: {why}", self.parameter)
+        return found
 
 
 @dataclass(frozen=True, slots=True)
@@ -103,6 +117,7 @@ class Decoding:
     header: EmbeddedFormat
     raw_errors: bool
     schemas: Schemas | None
+    readers: tuple[int | None, int | None] = (None, None)  # Avro reader schema ids: key, value
 
     @classmethod
     def of(
@@ -112,13 +127,15 @@ class Decoding:
         header: EmbeddedFormat,
         raw_errors: bool,
         schemas: Schemas | None,
+        *,
+        readers: tuple[int | None, int | None] = (None, None),
     ) -> Decoding | None:
         """None when nothing decodes (the plain writers serve the request). Without a
         registry a schema format is still a valid request: each framed key or value is then
         a record that does not decode (422 naming it, or ``decode_errors=raw``), saying why."""
         if not raw_errors and key.embedded is not None and value.embedded is not None:
             return None
-        return cls(key, value, header, raw_errors, schemas)
+        return cls(key, value, header, raw_errors, schemas, readers)
 
     async def prepare(self, records: Sequence[FetchedRecord]) -> dict[int, Loaded]:
         """The decoders of every schema id the page's keys and values name."""
@@ -131,6 +148,8 @@ class Decoding:
             for i in itertools.chain(map(key.ids, group.keys), map(value.ids, group.values))
             if i is not None
         }
+        if ids:
+            ids |= {r for r in self.readers if r is not None}
         return await self.schemas.decoders(ids) if ids else {}
 
     def write(
@@ -144,8 +163,8 @@ class Decoding:
 class _Writer:
     def __init__(self, decoding: Decoding, loaded: dict[int, Loaded]) -> None:
         registry = decoding.schemas is not None
-        self.key = _Side(decoding.key, "key_format", registry)
-        self.value = _Side(decoding.value, "value_format", registry)
+        self.key = _Side(decoding.key, "key_format", registry, decoding.readers[0])
+        self.value = _Side(decoding.value, "value_format", registry, decoding.readers[1])
         self.header = field(decoding.header, "header_format")
         self.raw_errors, self.loaded = decoding.raw_errors, loaded
 

@@ -97,6 +97,11 @@ _FORMAT: Final = (
     "how {} are written: base64 (standard), hex, string (UTF-8) or json (an embedded JSON "
     "value); not valid in it: 422 invalid_format. JSON and NDJSON only"
 )
+_READER: Final = (
+    "avro {}s only: resolve each record to this registered schema (Avro schema resolution: "
+    "fields it adds take their defaults, fields it lacks are dropped; not resolvable: "
+    "422 invalid_format)"
+)
 _SCHEMA_FORMAT: Final = (
     _FORMAT[:-24] + "; or decoded with the schema registry: avro, protobuf, jsonschema (the "
     "Confluent wire format; the record gains {}_schema_id), auto (the registry's schema type "
@@ -274,6 +279,12 @@ class RecordsQuery(BaseModel):
     header_format: EmbeddedFormat = Field(
         EmbeddedFormat.BASE64, description=_FORMAT.format("header values")
     )
+    key_reader_schema_id: int | None = Field(
+        None, ge=1, le=2**31 - 1, description=_READER.format("key")
+    )
+    value_reader_schema_id: int | None = Field(
+        None, ge=1, le=2**31 - 1, description=_READER.format("value")
+    )
     decode_errors: Literal["fail", "raw"] = Field(
         "fail",
         description="fail: a key, value or header value not valid in its format is 422 "
@@ -338,6 +349,7 @@ async def serve_records(
         query.header_format,
         query.decode_errors == "raw",
         cast(Schemas | None, getattr(request.state, "schemas", None)),
+        readers=(query.key_reader_schema_id, query.value_reader_schema_id),
     )
     encoders = BASE64
     if decoding is None:

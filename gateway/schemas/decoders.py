@@ -135,12 +135,16 @@ class AvroDecoder:
         shape.zero_width(self.schema)
         # A recursive schema is read by fastavro's Python reader, whose depth is bounded by the
         # interpreter's recursion limit (a RecursionError, caught below).
-        self._read = _read_py.schemaless_reader if shape.recursive else fastavro.schemaless_reader
+        self.recursive = shape.recursive
 
-    def decode(self, body: memoryview) -> Any:
+    def decode(self, body: memoryview, reader: AvroDecoder | None = None) -> Any:
+        """The body, resolved to ``reader``'s schema when one is given (Avro's schema
+        resolution: fields the reader adds take their defaults, fields it lacks are skipped)."""
         stream = io.BytesIO(body)
+        recursive = self.recursive or (reader is not None and reader.recursive)
+        read = _read_py.schemaless_reader if recursive else fastavro.schemaless_reader
         try:
-            value = plain(self._read(stream, self.schema, None))
+            value = plain(read(stream, self.schema, None if reader is None else reader.schema))
         except Exception as exc:  # EOFError, IndexError, UnicodeDecodeError, RecursionError, ...
             raise BodyDecodeError(f"Avro body: {type(exc).__name__}: {exc}") from None
         if stream.tell() != len(body):

@@ -325,3 +325,26 @@ def test_each_odd_payload_gives_its_documented_answer(
                     assert record["value"] == data.decode("utf-8")
                 except UnicodeDecodeError:
                     assert base64.b64decode(record["value"]) == data
+
+
+def test_an_avro_reader_schema_resolves_every_version(world: dict[str, Any]) -> None:
+    """value_reader_schema_id: the first version's records read with the second (its ``note``
+    takes the default), and the second's with the first (``note`` dropped)."""
+    written = world["written"]["avro"]
+    ids = sorted({int.from_bytes(v[1:5], "big") for _, v in written if v is not None})
+    v1, v2 = ids[-2:]  # the key's schema was registered first
+    with _served(world, "--schema-registry-url", world["url"], name="serve-reader") as client:
+        for reader, has_note in ((v2, True), (v1, False)):
+            rows = _walk(client, "avro", value_reader_schema_id=reader)
+            plain = {r["offset"]: r for r in _walk(client, "avro")}
+            for row in rows:
+                if row["value"] is None:
+                    continue
+                assert ("note" in row["value"]) is has_note
+                want = {k: v for k, v in plain[row["offset"]]["value"].items() if k != "note"}
+                assert {k: v for k, v in row["value"].items() if k != "note"} == want
+                if has_note and "note" not in plain[row["offset"]]["value"]:
+                    assert row["value"]["note"] is None  # the default
+        params = {"offset": 0, "value_format": "avro", "value_reader_schema_id": 999}
+        r = client.get("/v1/topics/avro/partitions/0/records", params=params)
+        assert r.status_code == 422 and "reader schema id 999" in r.json()["message"]
