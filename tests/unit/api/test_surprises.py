@@ -259,7 +259,7 @@ def test_ndjson_first_page_cut_at_a_record_not_valid(client: TestClient, fake: F
 
 
 def test_an_unknown_format_is_a_400(client: TestClient) -> None:
-    r = client.get(URL, params={"offset": 0, "value_format": "avro"})
+    r = client.get(URL, params={"offset": 0, "value_format": "xml"})
     assert r.status_code == 400
     assert r.json()["parameter"] == "value_format"
 
