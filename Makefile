@@ -39,9 +39,15 @@ $(DEPLOY_VENV)/.installed: Makefile
 deploy-check: $(DEPLOY_VENV)/.installed
 	$(DEPLOY_VENV)/bin/python tests/deploy/check.py
 
+# The console's browser tests drive Debian's Chromium with Playwright (tests/fixtures/browser.py):
+# installed from Debian's packages when missing, never by `playwright install`.
+CHROMIUM := /usr/bin/chromium
+$(CHROMIUM):
+	apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium
+
 # CI's command (.ci/run): every static check, then the whole suite but the slow tests (the
 # deploy check among them: tests/integration/test_deploy.py).
-test: lint $(DEPLOY_VENV)/.installed
+test: lint $(DEPLOY_VENV)/.installed $(CHROMIUM)
 	$(BIN)/pytest
 
 # Issue 28: every surface against what a real Kafka broker and the real Aiven plugin wrote and

@@ -407,6 +407,23 @@ class Settings(BaseSettings):
         ge=1,
         description="open connections, all workers together (503 beyond)",
     )
+    console: bool | None = Field(
+        default=None,
+        description="serve the history console at /ui (docs/console.md); default: on when "
+        "listening on a loopback address or with authentication configured, else off",
+    )
+    console_downloads: bool = Field(
+        default=True, description="let the console download ranges of records as NDJSON"
+    )
+    console_scan_bytes: ByteSize = Field(
+        default=256 * MiB,
+        ge=1,
+        description="the stored bytes a console search reads before it stops and offers to "
+        "go on (a search may ask for another budget)",
+    )
+    console_page_records: int = Field(
+        default=50, ge=1, le=500, description="records a console page shows"
+    )
     allow_anonymous: bool = Field(
         default=False,
         description="serve anonymous requests on a non-loopback address with no authentication "
@@ -648,6 +665,14 @@ class Settings(BaseSettings):
 
     def hedge_policy(self) -> HedgePolicy:
         return HedgePolicy(after_s=self.hedge_after_ms / 1000, max_fraction=self.hedge_max_fraction)
+
+    @property
+    def console_on(self) -> bool:
+        """Whether ``/ui`` is served: as ``console`` says, else on loopback or with
+        authentication (a console open to the network needs it, as the API does)."""
+        if self.console is not None:
+            return self.console
+        return self.loopback or bool(self.authentication)
 
     @property
     def loopback(self) -> bool:

@@ -185,6 +185,10 @@ def create_app(
     app.include_router(health.router(metrics))
     app.include_router(topics.router())
     app.include_router(records.router())
+    if settings.console_on:
+        from gateway.api import console  # noqa: PLC0415 - Jinja2 only when it is served
+
+        app.include_router(console.router())
     return app
 
 

@@ -334,7 +334,7 @@ async def serve_records(
     request: Request, ctx: Context, topic: str, partition: int, query: RecordsQuery
 ) -> Response:
     """The records route once its parameters are checked and the topic authorised."""
-    service, settings, budget, gate = ctx
+    _, settings, budget, gate = ctx
     media_type = choose_media_type(request.headers.get("accept"))
     deadline = deadline_after(settings, query.timeout_ms)
     max_bytes = query.max_bytes
@@ -343,30 +343,7 @@ async def serve_records(
             f"max_bytes {max_bytes} exceeds the maximum {settings.max_response_bytes}",
             "max_bytes",
         )
-    decoding = Decoding.of(
-        query.key_format,
-        query.value_format,
-        query.header_format,
-        query.decode_errors == "raw",
-        cast(Schemas | None, getattr(request.state, "schemas", None)),
-        readers=(query.key_reader_schema_id, query.value_reader_schema_id),
-    )
-    encoders = BASE64
-    if decoding is None:
-        key, value = query.key_format.embedded, query.value_format.embedded
-        assert key is not None and value is not None  # else decoding
-        encoders = Encoders.of(key, value, query.header_format)
-    fetch = _Fetch(
-        service,
-        topic,
-        partition,
-        query.isolation_level,
-        deadline,
-        encoders,
-        decoding,
-        request.state,
-        gate,
-    )
+    fetch = fetch_for(request.state, ctx, topic, partition, query, deadline=deadline)
     if media_type == NDJSON:
         total = max_bytes or settings.max_response_bytes
         page = min(settings.stream_page_bytes, total)  # a stream holds one page at a time
@@ -382,6 +359,73 @@ async def serve_records(
         release()
         raise
     return HeldResponse(response, release)
+
+
+def fetch_for(
+    state: State,
+    ctx: Context,
+    topic: str,
+    partition: int,
+    query: RecordsQuery,
+    *,
+    deadline: Deadline,
+) -> _Fetch:
+    """The reads and renderers of ``query`` (its formats, the registry's schemas)."""
+    decoding = Decoding.of(
+        query.key_format,
+        query.value_format,
+        query.header_format,
+        query.decode_errors == "raw",
+        cast(Schemas | None, getattr(state, "schemas", None)),
+        readers=(query.key_reader_schema_id, query.value_reader_schema_id),
+    )
+    encoders = BASE64
+    if decoding is None:
+        key, value = query.key_format.embedded, query.value_format.embedded
+        assert key is not None and value is not None  # else decoding
+        encoders = Encoders.of(key, value, query.header_format)
+    service, _, _, gate = ctx
+    return _Fetch(
+        service, topic, partition, query.isolation_level, deadline, encoders, decoding, state, gate
+    )
+
+
+async def page_document(
+    state: State,
+    ctx: Context,
+    topic: str,
+    partition: int,
+    query: RecordsQuery,
+    *,
+    lines: bool = False,
+) -> tuple[bytes | memoryview, FetchResult]:
+    """One page as the records route answers it (``query.max_bytes`` of batches, the default
+    when None): its JSON document, or with ``lines`` its NDJSON record lines (no closing line),
+    and the fetch it rendered: what the console renders, scans and downloads. Held against the
+    in-flight budget while it is built."""
+    _, settings, budget, gate = ctx
+    deadline = deadline_after(settings, query.timeout_ms)
+    fetch = fetch_for(state, ctx, topic, partition, query, deadline=deadline)
+    page = min(query.max_bytes or settings.default_max_bytes, settings.max_response_bytes)
+    gate.admit()
+    held = await budget.acquire(page, deadline)
+    try:
+        if lines:
+            return await _ndjson_page(fetch, query.offset, page)
+        result, body = await fetch.page(query.offset, page, _document)
+        return body, result
+    finally:
+        budget.release(held)
+
+
+async def _ndjson_page(
+    fetch: _Fetch, offset: int, page: int
+) -> tuple[bytes | memoryview, FetchResult]:
+    try:
+        result, body = await fetch.page(offset, page, _lines)
+    except _UnfitError as unfit:
+        raise unfit.error from None
+    return body, result
 
 
 async def _respond(fetch: _Fetch, media_type: str, offset: int, total: int, page: int) -> Response:

@@ -59,7 +59,7 @@ def add_setting_flags(p: argparse.ArgumentParser) -> None:
     for name, field in Settings.model_fields.items():
         help_text = f"{field.description} (env {env_name(name)})"
         common: dict[str, Any] = {"dest": name, "default": argparse.SUPPRESS, "help": help_text}
-        if field.annotation is bool:
+        if field.annotation in {bool, bool | None}:
             p.add_argument(flag_name(name), action=argparse.BooleanOptionalAction, **common)
         elif name in LIST_FIELDS:
             metavar = _LIST_METAVARS.get(name, "VALUE")
