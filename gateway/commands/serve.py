@@ -214,6 +214,7 @@ def demo_text(bucket: DemoBucket, base_url: str) -> str:
         f"  curl -H 'Accept: application/x-ndjson' '{base_url}/v1/topics/orders/partitions/0/"
         "records?offset=0'",
         f"  curl '{base_url}/v1/topics'",
+        f"or open the history console in a browser: {base_url}/ui/",
         "",
     ]
     return "\n".join(lines)

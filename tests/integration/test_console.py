@@ -19,11 +19,12 @@ import httpx
 import orjson
 import pytest
 from kafka.partitioner.default import murmur2  # kafka-python's, not ours
+from kafka.record import MemoryRecords
 from playwright.sync_api import Browser, Page
 
 from gateway.demo import DemoBucket
 from gateway.security.apikeys import new_key
-from tests.fixtures.browser import Watch, chromium
+from tests.fixtures.browser import RECORD_ROWS, Watch, chromium
 from tests.fixtures.schema_bucket import tier_records
 from tests.integration.serve import start_serve, stop, wait_ready
 
@@ -100,18 +101,23 @@ def browser() -> Iterator[Browser]:
 @pytest.fixture
 def page(browser: Browser, request: pytest.FixtureRequest) -> Iterator[tuple[Page, Watch]]:
     """A page in a fresh context, watched; the watch must be clean when the test ends."""
-    origin = "http://127.0.0.1"
     context = browser.new_context(accept_downloads=True)
     tab = context.new_page()
-    watch = Watch(origin)
+    watch = Watch("")  # the test names its gateway (:func:`watched`)
     watch.attach(tab)
     try:
         yield tab, watch
     finally:
         context.close()
-    # the origin's port differs per server: every request must at least be to 127.0.0.1
-    watch.outside = [u for u in watch.outside if not u.startswith(origin + ":")]
+    assert watch.origin, "the test did not name its gateway"
     watch.clean()
+
+
+def watched(page: tuple[Page, Watch], gw: Served) -> Page:
+    """The page, its watch told which gateway is the only address it may ask."""
+    tab, watch = page
+    watch.origin = gw.url
+    return tab
 
 
 # --- reading from the API: the reference ------------------------------------------------
@@ -130,17 +136,7 @@ def api_records(gw: Served, topic: str, partition: int, isolation: str) -> list[
 
 def shown_rows(tab: Page) -> list[dict[str, Any]]:
     """Each record row as the page shows it: offset, and the whole key and value text."""
-    return tab.evaluate(
-        """() => Array.from(document.querySelectorAll('tr.record')).map(tr => {
-            const cell = td => {
-                if (td.querySelector(':scope > .null')) return null;
-                const full = td.querySelector(':scope > details > pre.text');
-                return (full || td.querySelector(':scope > .text')).textContent;
-            };
-            return {offset: Number(tr.dataset.offset), key: cell(tr.querySelector('td.key')),
-                    value: cell(tr.querySelector('td.value'))};
-        })"""
-    )
+    return tab.evaluate(RECORD_ROWS)
 
 
 # --- seeking and paging -------------------------------------------------------------------
@@ -149,7 +145,7 @@ def shown_rows(tab: Page) -> list[dict[str, Any]]:
 def test_an_offset_seek_shows_exactly_the_records_from_that_offset(
     demo_gw: Served, page: tuple[Page, Watch]
 ) -> None:
-    tab, _ = page
+    tab = watched(page, demo_gw)
     expected = [
         r for r in api_records(demo_gw, "orders", 0, "read_uncommitted") if r["offset"] >= 17
     ]
@@ -172,7 +168,7 @@ def test_an_offset_seek_shows_exactly_the_records_from_that_offset(
 def test_a_time_seek_lands_where_list_offsets_does(
     demo_gw: Served, page: tuple[Page, Watch], zone: str
 ) -> None:
-    tab, _ = page
+    tab = watched(page, demo_gw)
     records = api_records(demo_gw, "orders", 1, "read_uncommitted")
     for record in records[:: max(1, len(records) // 4)]:
         second = record["timestamp"] // 1000 * 1000  # the form takes whole seconds
@@ -199,7 +195,7 @@ def test_a_time_seek_lands_where_list_offsets_does(
 def test_paging_forward_and_back_covers_every_record_once(
     demo_gw: Served, page: tuple[Page, Watch], isolation: str
 ) -> None:
-    tab, _ = page
+    tab = watched(page, demo_gw)
     expected = [r["offset"] for r in api_records(demo_gw, "payments", 0, isolation)]
     assert len(expected) > 100  # transactions, aborted ones and control batches among them
     tab.goto(f"{demo_gw.url}/ui/topics/payments/0?count=9&isolation={isolation}&seek=earliest")
@@ -231,13 +227,73 @@ def test_paging_forward_and_back_covers_every_record_once(
 def test_a_page_url_shows_the_same_records_when_pasted(
     demo_gw: Served, page: tuple[Page, Watch]
 ) -> None:
-    tab, _ = page
+    tab = watched(page, demo_gw)
     tab.goto(f"{demo_gw.url}/ui/topics/payments/0?seek=latest&count=5&tz=Europe/Paris")
     first = shown_rows(tab)
     link = tab.locator(".permalink a").get_attribute("href")
     assert link is not None and "seek" not in link and "offset=" in link
     tab.goto(demo_gw.url + link)
     assert shown_rows(tab) == first
+
+
+CODECS = {0: "none", 1: "gzip", 2: "snappy", 3: "lz4", 4: "zstd"}
+
+
+@pytest.mark.parametrize(
+    ("topic", "partition", "offsets"),
+    [
+        ("payments", 0, [0, 7, 40, 200]),  # transactional producers, encrypted chunks
+        ("clicks.v2-raw", 1, [0, 33, 90]),  # every codec in turn
+        ("inventory", 0, [0, 150, 400]),  # leader epochs 0, 2, 5, 8; a displaced upload
+        ("orders", 0, [5, 300]),  # a LogAppendTime batch among CreateTime ones
+    ],
+)
+def test_a_records_provenance_is_what_kafka_python_reads_of_its_batch(
+    demo_gw: Served, page: tuple[Page, Watch], topic: str, partition: int, offsets: list[int]
+) -> None:
+    tab = watched(page, demo_gw)
+    checked = 0
+    with demo_gw.client() as c:
+        segments = c.get(f"/v1/topics/{topic}/partitions/{partition}/segments").json()["segments"]
+        for offset in offsets:
+            raw = c.get(
+                RECORDS.format(topic, partition),
+                params={"offset": offset, "max_bytes": 1},
+                headers={"accept": "application/octet-stream"},
+            ).content
+            batches = MemoryRecords(raw)
+            batch = batches.next_batch()
+            while batch is not None and not batch.base_offset <= offset <= batch.last_offset:
+                batch = batches.next_batch()
+            if batch is None:  # past this partition's end: no record there
+                continue
+            assert batch.validate_crc()
+            segment = next(
+                s for s in segments
+                if not s["displaced"] and s["start_offset"] <= offset <= s["end_offset"]
+            )  # fmt: skip
+            tab.goto(f"{demo_gw.url}/ui/topics/{topic}/{partition}/records/{offset}")
+            shown = tab.eval_on_selector_all(
+                "[data-field]",
+                "es => Object.fromEntries(es.map(e => [e.dataset.field, e.textContent]))",
+            )
+            assert shown == {
+                "segment_id": segment["segment_id"],
+                "base_offset": str(batch.base_offset),
+                "last_offset": str(batch.last_offset),
+                "records": str(batch.records_count),
+                "size": str(batch.size_in_bytes),
+                "producer_id": str(batch.producer_id),
+                "producer_epoch": str(batch.producer_epoch),
+                "base_sequence": str(batch.base_sequence),
+                "transactional": "transactional" if batch.is_transactional else "not transactional",
+                "codec": CODECS[batch.compression_type],
+                "timestamp_type": "LogAppendTime" if batch.timestamp_type else "CreateTime",
+                "leader_epoch": str(batch.leader_epoch),
+                "crc": f"{batch.crc:08x}",
+            }
+            checked += 1
+    assert checked >= 2
 
 
 # --- search, key lookup, download ---------------------------------------------------------
@@ -267,7 +323,7 @@ def _run_search(tab: Page, start_url: str) -> tuple[list[int], int]:
 def test_a_search_plans_stops_at_its_budget_resumes_and_finds_what_brute_force_finds(
     hostile_gw: Served, page: tuple[Page, Watch]
 ) -> None:
-    tab, _ = page
+    tab = watched(page, hostile_gw)
     records = _hostile_records()
     with hostile_gw.client() as c:
         segments = c.get("/v1/topics/hostile/partitions/0/segments").json()["segments"]
@@ -288,7 +344,7 @@ def test_a_search_plans_stops_at_its_budget_resumes_and_finds_what_brute_force_f
 def test_a_search_over_the_demo_finds_what_the_api_brute_force_finds(
     demo_gw: Served, page: tuple[Page, Watch]
 ) -> None:
-    tab, _ = page
+    tab = watched(page, demo_gw)
     records = api_records(demo_gw, "orders", 0, "read_uncommitted")
     found, stops = _run_search(
         tab, f"{demo_gw.url}/ui/topics/orders/0/search?value=customer-07&budget=20000"
@@ -309,7 +365,7 @@ def test_a_search_over_the_demo_finds_what_the_api_brute_force_finds(
 def test_the_key_lookup_searches_the_partition_kafka_would_pick(
     demo_gw: Served, page: tuple[Page, Watch]
 ) -> None:
-    tab, _ = page
+    tab = watched(page, demo_gw)
     key = "account-042"
     partition = (murmur2(key.encode()) & 0x7FFFFFFF) % 2
     tab.goto(f"{demo_gw.url}/ui/topics/payments")
@@ -332,7 +388,7 @@ def test_the_key_lookup_searches_the_partition_kafka_would_pick(
 def test_a_download_and_its_digest_equal_what_the_api_serves(
     demo_gw: Served, page: tuple[Page, Watch], tmp_path: Path
 ) -> None:
-    tab, _ = page
+    tab = watched(page, demo_gw)
     tab.goto(f"{demo_gw.url}/ui/topics/payments/1?offset=0&isolation=read_committed")
     form = tab.locator("form.download")
     form.locator("input[name=from]").fill("13")
@@ -385,7 +441,7 @@ def _dom_is_ours(tab: Page) -> None:
 def test_hostile_keys_values_and_headers_are_shown_as_text(
     hostile_gw: Served, page: tuple[Page, Watch]
 ) -> None:
-    tab, _ = page
+    tab = watched(page, hostile_gw)
     records = _hostile_records()
     tab.goto(f"{hostile_gw.url}/ui/topics/hostile/0?offset=0&count=500")
     rows = shown_rows(tab)
@@ -437,6 +493,7 @@ def secured_gw(
     args = [
         *demo.serve_args, "--rescan-interval-s", "0",
         "--api-keys-file", str(work / "api-keys"), "--acl-file", str(work / "acl"),
+        "--no-console-downloads",
     ]  # fmt: skip
     for served in _serve(args, work / "serve.log"):
         yield served, keys
@@ -455,17 +512,31 @@ def test_a_principal_without_describe_never_sees_the_topic_and_without_read_no_r
 ) -> None:
     gw, keys = secured_gw
     tab, watch = page
+    watch.origin = gw.url
+    tab.goto(f"{gw.url}/ui/topics/orders/0?offset=0")
+    tab.wait_for_url("**/ui/login?next=%2Fui%2Ftopics%2Forders%2F0")
+    tab.fill("input[name=secret]", "tg_not-a-key")
+    tab.locator("button", has_text="Sign in").click()
+    assert "were not accepted" in tab.locator("p.error").inner_text()
+    assert tab.context.cookies() == []
     _sign_in(tab, gw.url, keys["reader"])
     assert tab.locator("table.grid a").all_inner_texts() == ["orders"]
     tab.goto(f"{gw.url}/ui/topics/orders/0?offset=0&count=5")
     assert [r["offset"] for r in shown_rows(tab)] == [0, 1, 2, 3, 4]
+    assert tab.locator("form.download").count() == 0  # --no-console-downloads
+    response = tab.goto(f"{gw.url}/ui/topics/orders/0/download?from=0&until=9")
+    assert response is not None and response.status == 400
+    assert "downloads are turned off" in tab.locator("main").inner_text()
     tab.context.clear_cookies()
     _sign_in(tab, gw.url, keys["looker"])
     assert tab.locator("table.grid a").all_inner_texts() == ["orders"]
     tab.goto(f"{gw.url}/ui/topics/orders/0?offset=0")
     assert shown_rows(tab) == []
     assert "not read its records" in tab.locator("p.error").inner_text()
-    for path in ("/records/3", "/search?value=a&run=1", "/download?from=0&until=9"):
+    for path in (
+        "/records/3",
+        "/search?value=a&run=1",
+    ):
         response = tab.goto(f"{gw.url}/ui/topics/orders/0{path}")
         assert response is not None and response.status == 403, path
     tab.context.clear_cookies()
@@ -478,4 +549,50 @@ def test_a_principal_without_describe_never_sees_the_topic_and_without_read_no_r
     assert response is not None and response.status == 403
     # a topic it may not describe answers exactly as one that does not exist
     assert denied == tab.locator("main").inner_text().replace("no-such-topic", "orders")
-    watch.errors = [e for e in watch.errors if "403" not in e]  # the 403 pages' console lines
+    # the browser's console line for each 4xx page asked on purpose
+    watch.errors = [e for e in watch.errors if "status of 40" not in e]
+
+
+def test_the_keyboard_pages_and_focuses_the_search(
+    demo_gw: Served, page: tuple[Page, Watch]
+) -> None:
+    tab = watched(page, demo_gw)
+    tab.goto(f"{demo_gw.url}/ui/topics/orders/0?offset=0&count=10")
+    tab.keyboard.press("n")
+    tab.wait_for_url("**offset=10**")
+    assert shown_rows(tab)[0]["offset"] == 10
+    tab.keyboard.press("p")
+    tab.wait_for_url("**offset=0**")
+    tab.keyboard.press("/")
+    assert tab.evaluate("document.activeElement.name") == "key"
+    tab.keyboard.press("Tab")  # plain tab order reaches every field and button
+    assert tab.evaluate("document.activeElement.name") == "value"
+
+
+def test_browsing_works_without_javascript(demo_gw: Served, browser: Browser) -> None:
+    context = browser.new_context(java_script_enabled=False)
+    tab = context.new_page()
+    watch = Watch(demo_gw.url)
+    watch.attach(tab)
+    try:
+        tab.goto(f"{demo_gw.url}/ui/")
+        tab.get_by_role("link", name="payments").click()
+        tab.get_by_role("link", name="1", exact=True).click()
+        tab.wait_for_url("**offset=**")
+        first = shown_rows(tab)
+        tab.locator("a[rel=next]").click()
+        tab.locator("a[rel=prev]").click()
+        assert shown_rows(tab) == first
+        long = tab.locator("details.long").first  # long values open with no script
+        if long.count():
+            long.locator("summary").click()
+            assert long.get_attribute("open") is not None
+        tab.fill("form.search input[name=value]", "EUR")
+        tab.locator("form.search button").click()
+        tab.locator("button", has_text="Start the search").click()
+        tab.wait_for_selector("p.stopped", state="attached")
+        assert not tab.locator("button.cancel").is_visible()  # it needs the script
+        assert tab.locator("article.match").count() > 0
+    finally:
+        context.close()
+    watch.clean()

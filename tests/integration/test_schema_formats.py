@@ -21,6 +21,7 @@ import orjson
 import pytest
 from confluent_kafka.schema_registry import SchemaRegistryClient
 
+from tests.fixtures.browser import RECORD_ROWS, Watch, chromium
 from tests.fixtures.confluent_payloads import Oracle, Payloads
 from tests.fixtures.registry import registry_process
 from tests.fixtures.schema_bucket import tier_records
@@ -348,3 +349,33 @@ def test_an_avro_reader_schema_resolves_every_version(world: dict[str, Any]) -> 
         params = {"offset": 0, "value_format": "avro", "value_reader_schema_id": 999}
         r = client.get("/v1/topics/avro/partitions/0/records", params=params)
         assert r.status_code == 422 and "reader schema id 999" in r.json()["message"]
+
+
+def test_the_console_shows_each_record_as_confluents_deserializers_read_it(
+    world: dict[str, Any],
+) -> None:
+    """Issue 32: the history console's record pages in every schema format, in Debian's
+    Chromium, against Confluent's own deserializers."""
+    with _served(world, "--schema-registry-url", world["url"], name="serve-console") as client:
+        base = str(client.base_url).rstrip("/")
+        with chromium() as browser:
+            tab = browser.new_page()
+            watch = Watch(base)
+            watch.attach(tab)
+            for topic in TOPICS:
+                key_fmt, value_fmt = FORMATS[topic]
+                tab.goto(
+                    f"{base}/ui/topics/{topic}/0?offset=0&count=500"
+                    f"&key_format={key_fmt}&value_format={value_fmt}"
+                )
+                rows = tab.evaluate(RECORD_ROWS)
+                expected = _expected(world, topic)
+                assert [r["offset"] for r in rows] == [e["offset"] for e in expected], topic
+                for row, want in zip(rows, expected, strict=True):
+                    for what in ("key", "value"):
+                        text = row[what]
+                        if want[what] is None or isinstance(want[what], str):
+                            assert text == want[what], (topic, row["offset"], what)
+                        else:
+                            assert orjson.loads(text) == want[what], (topic, row["offset"], what)
+            watch.clean()

@@ -5,6 +5,7 @@ Content-Security-Policy. :func:`router` is what the app mounts."""
 from __future__ import annotations
 
 from typing import Final
+from urllib.parse import parse_qs
 
 from fastapi import APIRouter
 from starlette.requests import Request
@@ -55,15 +56,13 @@ async def _login_form(request: Request) -> Response:
 
 
 async def _login(request: Request) -> Response:
-    from urllib.parse import parse_qs  # noqa: PLC0415
-
     body = await request.body()
     form = parse_qs(body[:_LIMIT].decode("utf-8", "replace")) if len(body) <= _LIMIT else {}
     secret = (form.get("secret") or [""])[0].strip()
     kind = (form.get("kind") or ["key"])[0]
     target = web.safe_next((form.get("next") or [""])[0])
-    if not secret:
-        return web.page("login.html", 400, title="Sign in", next=target, failed=True)
+    if not secret or not await web.accepted(request, kind, secret):
+        return web.page("login.html", 401, title="Sign in", next=target, failed=True)
     secure = request.url.scheme == "https"
     return web.signed_in(secret, kind, secure=secure, target=target)
 

@@ -18,16 +18,27 @@ from starlette.responses import RedirectResponse, Response
 
 from gateway.api.auth import access_of
 from gateway.api.console import web
-from gateway.api.console.view import UTC, Clipped, histogram, input_text, time_text, zone
+from gateway.api.console.search import shown
+from gateway.api.console.view import (
+    UTC,
+    Clipped,
+    histogram,
+    input_text,
+    parse_time,
+    time_text,
+    zone,
+)
 from gateway.api.console.window import Read, Window, before, forward
 from gateway.api.params import Context, check_topic
+from gateway.api.records import RecordsQuery, page_document
 from gateway.api.render import topic_id_text
 from gateway.config import Settings
-from gateway.errors import InvalidRequestError, NotReadyError
+from gateway.deadline import Deadline
+from gateway.errors import GatewayError, InvalidRequestError, NotReadyError
 from gateway.kafka.batch import iter_batches
 from gateway.security.acl import Operation
 from gateway.service.protocol import Service
-from gateway.service.types import FetchResult, PartitionInfo, SegmentInfo
+from gateway.service.types import FetchResult, IsolationLevel, PartitionInfo, SegmentInfo
 
 FORMATS: Final = ("string", "json", "hex", "base64", "avro", "protobuf", "jsonschema", "auto")
 HEADER_FORMATS: Final = ("string", "json", "hex", "base64")
@@ -85,9 +96,7 @@ class View:
         kept = {k: v for k, v in mine.items() if defaults.get(k) != v}
         return {**kept, **more}
 
-    def records_query(self, offset: int, max_bytes: int | None = None) -> Any:
-        from gateway.api.records import RecordsQuery  # noqa: PLC0415 - a sibling adapter
-
+    def records_query(self, offset: int, max_bytes: int | None = None) -> RecordsQuery:
         return RecordsQuery.model_validate(
             {
                 "offset": offset,
@@ -102,8 +111,6 @@ class View:
 
 
 def reader(request: Request, ctx: Context, topic: str, partition: int, view: View) -> Read:
-    from gateway.api.records import page_document  # noqa: PLC0415
-
     async def read(offset: int) -> dict[str, Any]:
         body, _ = await page_document(
             request.state, ctx, topic, partition, view.records_query(offset)
@@ -124,8 +131,6 @@ async def describable(request: Request, topic: str) -> tuple[str, bool]:
 
 def shown_record(record: dict[str, Any], view: View) -> dict[str, Any]:
     """A record as a table row shows it: times in UTC and the view's zone, texts clipped."""
-    from gateway.api.console.search import shown  # noqa: PLC0415
-
     tz = zone(view.tz)
     ts = int(record["timestamp"])
     return {
@@ -174,7 +179,7 @@ async def index(request: Request) -> Response:
         try:
             infos = sorted(await ctx.service.partitions(name), key=lambda i: i.partition)
             problem = ""
-        except Exception as exc:
+        except GatewayError as exc:  # one topic's failure is its row's health
             infos, problem = [], str(exc)
         rows.append(
             {
@@ -263,25 +268,25 @@ async def _seek(
     if seek == "earliest":
         return start
     if when:
-        from gateway.api.console.view import parse_time  # noqa: PLC0415
-        from gateway.deadline import Deadline  # noqa: PLC0415
-
         ms = parse_time(when, zone(view.tz))
         found = await ctx.service.list_offsets(
-            topic, partition, ms, Deadline.after(ctx.settings.request_timeout_ms / 1000)
+            topic,
+            partition,
+            ms,
+            Deadline.after(ctx.settings.request_timeout_ms / 1000),
+            isolation=IsolationLevel(view.isolation),
         )
-        return found.offset if found.offset >= 0 else await _end(ctx, topic, partition, view)
+        return (
+            found.offset if found.offset >= 0 else await readable_end(ctx, topic, partition, view)
+        )
     if seek == "latest":
-        back = await _end(ctx, topic, partition, view)
+        back = await readable_end(ctx, topic, partition, view)
     if back is not None:
         return await before(read, back, view.count, start)
     return None
 
 
-async def _end(ctx: Context, topic: str, partition: int, view: View) -> int:
-    from gateway.deadline import Deadline  # noqa: PLC0415
-    from gateway.service.types import IsolationLevel  # noqa: PLC0415
-
+async def readable_end(ctx: Context, topic: str, partition: int, view: View) -> int:
     found = await ctx.service.list_offsets(
         topic,
         partition,
@@ -294,14 +299,9 @@ async def _end(ctx: Context, topic: str, partition: int, view: View) -> int:
 
 async def record_page(request: Request, topic: str, partition: int, offset: int) -> Response:
     """One record in full, with where it came from."""
-    from gateway.api.records import page_document  # noqa: PLC0415
-
     ctx = context(request)
-    _, readable = await describable(request, topic)
-    if not readable:
-        access_of(request).check_topic(
-            await web.principal(request), web.host(request), Operation.READ, topic
-        )
+    who, _ = await describable(request, topic)
+    access_of(request).check_topic(who, web.host(request), Operation.READ, topic)
     view = View.of(web.Query(request.query_params), ctx.settings)
     body, result = await page_document(
         request.state, ctx, topic, partition, view.records_query(offset, max_bytes=1)

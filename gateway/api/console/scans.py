@@ -27,12 +27,14 @@ from starlette.responses import RedirectResponse, Response, StreamingResponse
 
 from gateway.api.auth import access_of
 from gateway.api.console import web
-from gateway.api.console.routes import View, context, describable, shown_record
+from gateway.api.console.routes import View, context, describable, readable_end, shown_record
 from gateway.api.console.search import Filter, Progress, scan
 from gateway.api.console.view import key_partition, plan
 from gateway.api.params import Context
+from gateway.api.records import page_document
 from gateway.errors import GatewayError, InvalidRequestError
 from gateway.security.acl import Operation
+from gateway.service.types import IsolationLevel
 
 log = logging.getLogger(__name__)
 
@@ -57,11 +59,18 @@ def _readable(request: Request, who: str, topic: str) -> None:
     access_of(request).check_topic(who, web.host(request), Operation.READ, topic)
 
 
-async def _bounds(ctx: Context, topic: str, partition: int, query: web.Query) -> tuple[int, int]:
+async def _bounds(
+    ctx: Context, topic: str, partition: int, query: web.Query, view: View
+) -> tuple[int, int]:
+    """``from`` and ``until`` within what the view can read: the remote log, and for
+    read_committed up to its last stable offset."""
     info = await ctx.service.partition(topic, partition)
+    end = info.remote_log_end_offset
+    if view.isolation == IsolationLevel.READ_COMMITTED:  # the LSO reads transaction indexes
+        end = await readable_end(ctx, topic, partition, view)
     start = cast(int, query.integer("from", info.remote_log_start_offset))
-    until = cast(int, query.integer("until", info.remote_log_end_offset))
-    return max(start, info.remote_log_start_offset), min(until, info.remote_log_end_offset)
+    until = cast(int, query.integer("until", end))
+    return max(start, info.remote_log_start_offset), min(until, end)
 
 
 async def search_page(request: Request, topic: str, partition: int) -> Response:
@@ -71,7 +80,7 @@ async def search_page(request: Request, topic: str, partition: int) -> Response:
     query = web.Query(request.query_params)
     view = View.of(query, ctx.settings)
     flt = _filter(query)
-    start, until = await _bounds(ctx, topic, partition, query)
+    start, until = await _bounds(ctx, topic, partition, query, view)
     budget = cast(int, query.integer("budget", ctx.settings.console_scan_bytes, 1, 1 << 40))
     segments = await ctx.service.segments(topic, partition)
     scope = plan(segments, start, until)
@@ -154,8 +163,6 @@ def _progress(p: Progress, planned: int) -> str:
 
 
 def _page_reader(request: Request, ctx: Context, topic: str, partition: int, view: View) -> Any:
-    from gateway.api.records import page_document  # noqa: PLC0415
-
     async def read(offset: int, max_bytes: int) -> tuple[dict[str, Any], int]:
         body, result = await page_document(
             request.state, ctx, topic, partition, view.records_query(offset, max_bytes)
@@ -195,7 +202,7 @@ async def download(request: Request, topic: str, partition: int, digest: bool) -
     _readable(request, who, topic)
     query = web.Query(request.query_params)
     view = View.of(query, ctx.settings)
-    start, until = await _bounds(ctx, topic, partition, query)
+    start, until = await _bounds(ctx, topic, partition, query, view)
     name = f"{topic}-{partition}-{start}-{until}.ndjson"
     lines = _lines(request, ctx, topic, partition, view=view, start=start, until=until)
     if digest:
@@ -228,8 +235,6 @@ async def _lines(
     until: int,
 ) -> AsyncIterator[bytes]:
     """The records route's NDJSON record lines for offsets [``start``, ``until``)."""
-    from gateway.api.records import page_document  # noqa: PLC0415
-
     at = start
     while at < until:
         query = view.records_query(at, ctx.settings.stream_page_bytes)

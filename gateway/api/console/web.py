@@ -29,6 +29,7 @@ from starlette.responses import HTMLResponse, RedirectResponse, Response
 from gateway.api.auth import access_of, client_host, credentials
 from gateway.api.errors import error_body
 from gateway.errors import AuthenticationError, GatewayError, InvalidRequestError
+from gateway.security.access import Credentials
 
 log = logging.getLogger(__name__)
 
@@ -119,6 +120,12 @@ def guarded(handler: Handler) -> Handler:
     return run
 
 
+def _with_secret(creds: Credentials, kind: str, secret: str) -> Credentials:
+    if kind == "bearer":
+        return dataclasses.replace(creds, authorization=f"Bearer {secret}")
+    return dataclasses.replace(creds, api_key=secret)
+
+
 async def principal(request: Request) -> str:
     """Who the request is: its headers or TLS certificate, else the console's cookie."""
     access = access_of(request)
@@ -126,14 +133,21 @@ async def principal(request: Request) -> str:
     saved = request.cookies.get(COOKIE)
     if saved and creds.authorization is None and creds.api_key is None:
         kind, _, secret = saved.partition(":")
-        if kind == "bearer":
-            creds = dataclasses.replace(creds, authorization=f"Bearer {secret}")
-        else:
-            creds = dataclasses.replace(creds, api_key=secret)
+        creds = _with_secret(creds, kind, secret)
     who = await access.authenticate(creds)
     request.state.principal = who  # for the audit line
     access.limit(who)
     return who
+
+
+async def accepted(request: Request, kind: str, secret: str) -> bool:
+    """Whether ``secret`` (an API key, or a bearer token) authenticates, as the API would."""
+    access = access_of(request)
+    try:
+        access.limit(await access.authenticate(_with_secret(credentials(request), kind, secret)))
+    except GatewayError:
+        return False
+    return True
 
 
 def host(request: Request) -> str:

@@ -19,6 +19,7 @@ from kafka.partitioner.default import murmur2 as kafka_python_murmur2
 from gateway.api.console.search import Filter, scan
 from gateway.api.console.view import histogram, key_partition, parse_time, plan, zone
 from gateway.api.console.window import before, forward
+from gateway.config import Settings
 from gateway.errors import InvalidRequestError
 from gateway.service.types import SegmentInfo
 
@@ -234,3 +235,13 @@ async def test_a_scan_stops_at_until() -> None:
         last = p.stopped
     assert last == "until"
     assert found == [r["offset"] for r in records[:100] if r["key"] is not None]
+
+
+def test_the_console_is_on_at_loopback_or_with_authentication() -> None:
+    base = Settings.model_construct(store="file:///", host="127.0.0.1", console=None)
+    assert base.console_on
+    wide = base.model_copy(update={"host": "0.0.0.0"})
+    assert not wide.console_on
+    assert wide.model_copy(update={"api_keys_file": "keys"}).console_on
+    assert wide.model_copy(update={"console": True}).console_on
+    assert not base.model_copy(update={"console": False}).console_on
