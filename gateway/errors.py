@@ -140,7 +140,8 @@ class ObjectNotFoundError(StorageError):
 
 
 class StorageUnavailableError(StorageError):
-    """A transient store fault (503 SlowDown, 500, timeout, reset, short body)."""
+    """A transient store fault (503 SlowDown, 500, timeout, reset, short body), or the store
+    away: a filesystem root that is not there, a bucket that answers NoSuchBucket."""
 
     status = 503
     code = "storage_unavailable"

@@ -17,9 +17,9 @@ from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Final, TypeVar
 
-from gateway.errors import ConfigurationError, InvalidKeyError, StorageError
+from gateway.errors import ConfigurationError, InvalidKeyError
 from gateway.storage.base import ObjectInfo
-from gateway.storage.translate import map_exceptions
+from gateway.storage.translate import map_exceptions, root_away
 
 T = TypeVar("T")
 
@@ -91,7 +91,7 @@ def list_keys(root: Path, prefix: str) -> list[ObjectInfo]:
 
 def _require_root(root: Path) -> None:
     if not root.is_dir():
-        raise StorageError(f"store root {str(root)!r} is not a directory (not mounted, moved?)")
+        raise root_away(root)
 
 
 class FilesystemStore:
@@ -116,9 +116,8 @@ class FilesystemStore:
 
     # --- errors --------------------------------------------------------------------------
 
-    @staticmethod
-    async def _run(key: str, fn: Callable[[], T]) -> T:
-        with map_exceptions(key, store="filesystem"):
+    async def _run(self, key: str, fn: Callable[[], T]) -> T:
+        with map_exceptions(key, store="filesystem", root=self._root):
             return await asyncio.to_thread(fn)
 
     # --- the protocol --------------------------------------------------------------------

@@ -27,7 +27,6 @@ from gateway.errors import (
 NOT_FOUND: Final = frozenset({"NoSuchKey", "NotFound", "404"})
 CONFIGURATION: Final = frozenset(
     {
-        "NoSuchBucket",
         "AccessDenied",
         "403",
         "InvalidAccessKeyId",
@@ -80,6 +79,8 @@ def translate_code(code: str, status: int | None, what: str) -> GatewayError:
     code = code or (str(status) if status is not None else "")
     if code in NOT_FOUND:
         return ObjectNotFoundError(f"{what}: not found ({code})")
+    if code == "NoSuchBucket":  # the bucket away: never a deletion of what it held
+        return StorageUnavailableError(f"{what}: NoSuchBucket: the bucket is missing or renamed")
     if code in CONFIGURATION:
         return ConfigurationError(f"{what}: {code}: check the bucket and credentials")
     if code in TRANSIENT or (status is not None and status >= 500):

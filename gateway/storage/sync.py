@@ -82,9 +82,8 @@ class SyncFilesystemStore:
     def __repr__(self) -> str:
         return f"SyncFilesystemStore({str(self._root)!r})"
 
-    @staticmethod
-    def _run(key: str, fn: Callable[[], T]) -> T:
-        with map_exceptions(key, store="filesystem"):
+    def _run(self, key: str, fn: Callable[[], T]) -> T:
+        with map_exceptions(key, store="filesystem", root=self._root):
             return fn()
 
     def get_range(self, key: str, start: int, end: int) -> bytes:

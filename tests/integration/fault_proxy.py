@@ -8,7 +8,8 @@ with ``Faults.suffix`` (``.log`` by default, so manifests and indexes still load
 * ``"stall"``: no response while the fault lasts (at most a minute);
 * ``"corrupt"``: the body of the real answer with one byte flipped (byte 100, inside
   the first batch or chunk of the answer);
-* ``"corrupt_once"``: the same, for the next such GET only.
+* ``"corrupt_once"``: the same, for the next such GET only;
+* ``"nobucket"``: S3's ``NoSuchBucket``, every time (the bucket deleted or renamed away).
 """
 
 from __future__ import annotations
@@ -25,10 +26,14 @@ from fastapi import FastAPI, Request, Response
 
 from tests.unit.api.server import running
 
-Mode = Literal["503", "403", "stall", "corrupt", "corrupt_once"] | None
+Mode = Literal["503", "403", "stall", "corrupt", "corrupt_once", "nobucket"] | None
 SLOW_DOWN = (
     b'<?xml version="1.0" encoding="UTF-8"?>\n<Error><Code>SlowDown</Code>'
     b"<Message>Please reduce your request rate.</Message></Error>"
+)
+NO_SUCH_BUCKET = (
+    b'<?xml version="1.0" encoding="UTF-8"?>\n<Error><Code>NoSuchBucket</Code>'
+    b"<Message>The specified bucket does not exist</Message></Error>"
 )
 ACCESS_DENIED = (
     b'<?xml version="1.0" encoding="UTF-8"?>\n<Error><Code>AccessDenied</Code>'
@@ -76,6 +81,8 @@ def _app(upstream: str, faults: Faults) -> FastAPI:
                 faults.mode = None
         if mode == "503":
             return Response(SLOW_DOWN, status_code=503, media_type="application/xml")
+        if mode == "nobucket":
+            return Response(NO_SUCH_BUCKET, status_code=404, media_type="application/xml")
         if mode == "403":
             return Response(ACCESS_DENIED, status_code=403, media_type="application/xml")
         if mode == "stall":  # held until the test lifts the fault (or a minute passes)

@@ -25,6 +25,7 @@ import httpx
 import pytest
 
 from gateway.demo import DemoBucket
+from tests.fixtures.demo import copy_demo_bucket
 from tests.integration.fault_proxy import Faults, fault_proxy
 from tests.integration.serve import start_serve, stop
 
@@ -199,3 +200,90 @@ def test_a_rescan_that_meets_a_store_fault_changes_nothing(
         faults.mode = None
         until(lambda: segment_starts(client, "orders", 0) == starts0[1:], "the deletion applied")
         until(lambda: len(segment_starts(client, "orders", 1)) == len(starts1) + 1, "the upload")
+
+
+def _read(client: httpx.Client, topic: str, partition: int, offset: int = 0) -> httpx.Response:
+    return client.get(RECORDS.format(topic=topic, partition=partition), params={"offset": offset})
+
+
+def _away(r: httpx.Response) -> bool:
+    """The store-away answer: 503, retriable, Retry-After; never object_not_found or 416."""
+    body = r.json()
+    return (
+        r.status_code == 503
+        and body["error_code"] == "storage_unavailable"
+        and body["retriable"] is True
+        and "retry-after" in r.headers
+    )
+
+
+def _store_away_then_back(
+    client: httpx.Client, leave: Callable[[], None], back: Callable[[], None]
+) -> None:
+    """Issue 33: reads while the store is away answer 503 retriable (a cold read, and again
+    after rescans failed meanwhile), the catalog keeps every topic and segment, and reads resume
+    once the store is back, with the records they had."""
+    until(lambda: client.get("/readyz").status_code == 200, "ready")
+    warm = _read(client, "orders", 0)
+    assert warm.status_code == 200
+    topics = client.get("/v1/topics").json()
+    starts = segment_starts(client, "audit", 0)
+    leave()
+    cold = _read(client, "audit", 0)
+    assert _away(cold), cold.text
+    first = aborted(client)
+    until(lambda: aborted(client) >= first + 2, "two rescans aborted while the store is away")
+    assert client.get("/v1/topics").json() == topics  # nothing forgotten
+    assert segment_starts(client, "audit", 0) == starts
+    again = _read(client, "audit", 0, 7)
+    assert _away(again), again.text
+    back()
+    until(lambda: _read(client, "audit", 0).status_code == 200, "reads to resume")
+    assert _read(client, "audit", 0).json()["records"][0]["offset"] == 0
+    assert _read(client, "orders", 0).json() == warm.json()
+    assert client.get("/readyz").status_code == 200
+
+
+@pytest.mark.parametrize("mode", ["nobucket", "503"])
+def test_the_bucket_away_answers_503_and_reads_resume_when_it_is_back(
+    demo: DemoBucket,
+    s3_name: str,
+    proxy: tuple[str, Faults],
+    faults: Faults,
+    tmp_path: Path,
+    mode: str,
+) -> None:
+    url, _ = proxy
+    args = ("--rescan-interval-s", "0.2")
+    with serving(demo, f"s3://{s3_name}", url, tmp_path / "serve.log", *args) as client:
+
+        def leave() -> None:
+            faults.suffix, faults.mode = "", mode  # type: ignore[assignment]
+
+        def back() -> None:
+            faults.mode = None
+
+        _store_away_then_back(client, leave, back)
+
+
+def test_the_store_root_away_answers_503_and_a_real_deletion_is_the_catalogs(
+    demo: DemoBucket, tmp_path: Path
+) -> None:
+    root = copy_demo_bucket(demo, tmp_path)
+    moved = root.with_name("bucket.away")
+    args = [*demo.serve_args[:1], root.as_uri(), *demo.serve_args[2:], "--rescan-interval-s", "0.2"]
+    proc, url = start_serve(args, tmp_path / "serve.log")
+    try:
+        with httpx.Client(base_url=url, timeout=60) as client:
+            until(lambda: _alive(client, proc, tmp_path / "serve.log"), "serve to answer")
+            _store_away_then_back(client, lambda: root.rename(moved), lambda: moved.rename(root))
+            # A segment deleted while the store answers is gone: the log starts after it.
+            starts = segment_starts(client, "orders", 1)
+            for path in root.glob(f"*/orders-*/1/{starts[0]:020d}-*"):
+                path.unlink()
+            r = _read(client, "orders", 1, starts[0])
+            assert r.status_code == 416, r.text
+            assert r.json()["log_start_offset"] == starts[1]
+            until(lambda: segment_starts(client, "orders", 1) == starts[1:], "the rescan to agree")
+    finally:
+        stop(proc)

@@ -138,11 +138,11 @@ async def test_closed_store_refuses_reads(store: S3Store) -> None:
         await store.get_range(KEYS[0], 0, 10)
 
 
-async def test_missing_bucket_is_a_configuration_error(moto_endpoint: str, plane: str) -> None:
+async def test_missing_bucket_is_the_store_away(moto_endpoint: str, plane: str) -> None:
     options = S3Options("no-such-bucket", moto_endpoint, "us-east-1", data_plane=plane)  # type: ignore[arg-type]
     s = await S3Store(options).open()
     try:
-        with pytest.raises(ConfigurationError, match="NoSuchBucket"):
+        with pytest.raises(StorageUnavailableError, match="NoSuchBucket"):
             await s.get_range("k", 0, 10)
     finally:
         await s.close()

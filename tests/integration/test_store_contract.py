@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from gateway.errors import ConfigurationError, ObjectNotFoundError
+from gateway.errors import ObjectNotFoundError, StorageUnavailableError
 from gateway.storage.base import ObjectStore
 from gateway.storage.factory import open_store
 from gateway.storage.s3 import S3Options, S3Store
@@ -81,12 +81,12 @@ async def test_s3_listing_paginates(moto_endpoint: str, s3_bucket: str) -> None:
         await store.close()
 
 
-async def test_missing_bucket_is_a_configuration_error(moto_endpoint: str) -> None:
+async def test_missing_bucket_is_the_store_away_not_a_deletion(moto_endpoint: str) -> None:
     store = await open_store("s3://no-such-bucket", endpoint_url=moto_endpoint, region="us-east-1")
-    try:
-        with pytest.raises(ConfigurationError, match="NoSuchBucket"):
+    try:  # issue 33: a bucket gone while serving is retriable, never object_not_found
+        with pytest.raises(StorageUnavailableError, match="NoSuchBucket"):
             await store.get("k")
-        with pytest.raises(ConfigurationError):
+        with pytest.raises(StorageUnavailableError):
             [i async for i in store.list("")]
     finally:
         await store.close()

@@ -276,7 +276,6 @@ PERMANENT: list[tuple[Callable[[], Action], type[GatewayError]]] = [
     (lambda: reply(404), ObjectNotFoundError),
     (lambda: s3_error(403, "AccessDenied", "Access Denied"), ConfigurationError),
     (lambda: reply(403), ConfigurationError),
-    (lambda: s3_error(404, "NoSuchBucket"), ConfigurationError),
     (lambda: s3_error(403, "SignatureDoesNotMatch"), ConfigurationError),
     (lambda: s3_error(301, "PermanentRedirect"), ConfigurationError),
     (lambda: reply(307, b"", {"Location": "http://elsewhere/"}), StorageError),  # not followed

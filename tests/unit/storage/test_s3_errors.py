@@ -32,7 +32,7 @@ def _client_error(code: str, status: int) -> botocore.exceptions.ClientError:
         ("NoSuchKey", 404, ObjectNotFoundError, False),
         ("404", 404, ObjectNotFoundError, False),
         ("AccessDenied", 403, ConfigurationError, False),
-        ("NoSuchBucket", 404, ConfigurationError, False),
+        ("NoSuchBucket", 404, StorageUnavailableError, True),  # the bucket away (issue 33)
         ("InvalidAccessKeyId", 403, ConfigurationError, False),
         ("SlowDown", 503, StorageUnavailableError, True),
         ("InternalError", 500, StorageUnavailableError, True),

@@ -279,7 +279,6 @@ PERMANENT = [
     (httpx.Response(404), ObjectNotFoundError),
     (s3_error(403, "AccessDenied", "Access Denied"), ConfigurationError),
     (httpx.Response(403), ConfigurationError),
-    (s3_error(404, "NoSuchBucket"), ConfigurationError),
     (s3_error(403, "SignatureDoesNotMatch"), ConfigurationError),
     (s3_error(301, "PermanentRedirect"), ConfigurationError),
     (s3_error(400, "InvalidArgument", "SlowDown"), StorageError),  # message text is not read
