@@ -19,6 +19,7 @@ from gateway.errors import (
     CorruptCheckpointError,
     CorruptDataError,
     CorruptManifestError,
+    DeadlineExceededError,
     GatewayError,
     InvalidRequestError,
     NotReadyError,
@@ -277,7 +278,14 @@ class GatewayService:
             if cut is not None:
                 next_offset = cut
         start, end = await read_inline(self.rlmm, remote_bounds, self.rlmm, tp)
-        await self._fetcher.check_tail(tp, end, deadline)
+        try:
+            await self._fetcher.check_tail(tp, end, deadline)
+        except DeadlineExceededError:
+            # Batches read before the deadline are the answer (Kafka answers at max_wait with
+            # what it has); the tail is checked by the next fetch. An answer that reaches the
+            # end read the last batch itself, so its end_of_remote_log is the data's.
+            if not reads:
+                raise
         # The answer carries the log's bounds: unknown while a manifest before or after the
         # readable segments cannot be read (a shorter log would end a consumer's walk early).
         self._offsets.claim_outside(tp, start, end)

@@ -350,11 +350,19 @@ class Fetcher:
                 if run is not None:
                     cold = None  # a cold read resumes after the held run, not where it was
             if run is None:
-                if cold is None:
-                    after = (positions[-1] + len(parts[-1].data), offset) if parts else None
-                    cold = await self._cold_read(meta, offset, after, deadline)
-                size = min(max(budget - total, 0) + MIN_WINDOW, MAX_WINDOW)
-                run = await cold.load(offset, size)
+                try:
+                    if cold is None:
+                        after = (positions[-1] + len(parts[-1].data), offset) if parts else None
+                        cold = await self._cold_read(meta, offset, after, deadline)
+                    size = min(max(budget - total, 0) + MIN_WINDOW, MAX_WINDOW)
+                    run = await cold.load(offset, size)
+                except GatewayError:
+                    # The deadline (or a store fault) after some batches were read: those are
+                    # the answer, as Kafka answers at max_wait with what it has; the next fetch
+                    # meets the failure first.
+                    if parts:
+                        return done(True)
+                    raise
                 if run is None:
                     continue  # the window completed no batch ending at or after the offset
             i = run.index_of(offset)

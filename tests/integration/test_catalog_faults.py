@@ -287,3 +287,41 @@ def test_the_store_root_away_answers_503_and_a_real_deletion_is_the_catalogs(
             until(lambda: segment_starts(client, "orders", 1) == starts[1:], "the rescan to agree")
     finally:
         stop(proc)
+
+
+def test_a_deadline_after_some_batches_answers_them_not_504(
+    demo: DemoBucket, s3_name: str, proxy: tuple[str, Faults], faults: Faults, tmp_path: Path
+) -> None:
+    """Issue 33: the store stalls after a part of the segment was read (held in memory from an
+    earlier read); the fetch's deadline passes while it waits for the rest. Kafka answers at
+    max_wait with what it has: 200 with those batches and next_offset after them, never a 504
+    that loses them, never an empty page."""
+    url, _ = proxy
+    with serving(demo, f"s3://{s3_name}", url, tmp_path / "serve.log") as client:
+        until(lambda: client.get("/readyz").status_code == 200, "ready")
+        _partial_answer(client, faults)
+
+
+def _partial_answer(client: httpx.Client, faults: Faults) -> None:
+    topic, partition = "audit", 0  # segments of ~190 KB in 16 KiB chunks: a read in windows
+    segments = client.get(f"/v1/topics/{topic}/partitions/{partition}/segments").json()
+    largest = max(segments["segments"], key=lambda s: s["size"])
+    start = largest["start_offset"]
+    path = RECORDS.format(topic=topic, partition=partition)
+    first = client.get(path, params={"offset": start, "max_bytes": 1})  # the segment's head
+    assert first.status_code == 200 and first.json()["records"]
+    faults.mode = "stall"  # every later segment GET held until the test lifts it
+    try:
+        r = client.get(
+            path, params={"offset": start, "max_bytes": largest["size"], "timeout_ms": 1500}
+        )
+    finally:
+        faults.mode = None
+    assert r.status_code == 200, r.text
+    body = r.json()
+    assert body["records"] and body["records"][0]["offset"] == start
+    assert body["next_offset"] == body["records"][-1]["offset"] + 1
+    assert body["next_offset"] <= largest["end_offset"]  # a part: the rest was not read
+    assert body["end_of_remote_log"] is False
+    whole = client.get(path, params={"offset": start, "max_bytes": largest["size"]}).json()
+    assert whole["records"][: len(body["records"])] == body["records"]
