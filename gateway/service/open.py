@@ -25,6 +25,7 @@ from gateway.cache.chunks import ChunkCache
 from gateway.cache.segments import SegmentSource
 from gateway.cache.verified import CacheMemory, VerifiedRuns
 from gateway.config import Settings, env_name, flag_name
+from gateway.errors import GatewayError
 from gateway.metadata.follow import MetadataFollower
 from gateway.metadata.follow_kafka import connect
 from gateway.metadata.lineage import CheckpointReader, checkpoint_reader
@@ -90,17 +91,27 @@ async def _scan_until_ready(
     scanner: BucketScanner, service: GatewayService, max_delay: float = 30.0
 ) -> None:
     """The first scan, retried with backoff until it completes: until then the service is not
-    ready (and says why), never ready with an empty catalog because the store failed."""
+    ready (and says why), never ready with an empty catalog because the store failed. Only a
+    fault the domain names (:class:`GatewayError`: the store, its credentials, a deadline) is
+    retried; anything else is a bug in the gateway, logged with its traceback and shown by
+    ``/readyz``, and not retried forever behind a 503 that looks like a store fault."""
     delay = 1.0
     while True:
         try:
             report = await scanner.scan()
-        except Exception as exc:  # the store may not be reachable yet: keep trying
+        except GatewayError as exc:  # the store may not be reachable yet: keep trying
             log.warning("initial bucket scan failed (retrying in %.0f s): %s", delay, exc)
             service.mark_not_ready(f"the first bucket scan failed: {type(exc).__name__}: {exc}")
             await asyncio.sleep(delay)
             delay = min(delay * 2, max_delay)
             continue
+        except Exception as exc:
+            log.critical("the first bucket scan failed with a bug, not retried", exc_info=True)
+            service.mark_not_ready(
+                f"the first bucket scan failed with an internal error (a bug in the gateway, "
+                f"not a store fault; see the log): {type(exc).__name__}: {exc}"
+            )
+            return
         log.info("bucket scan: %s", report.describe())
         service.mark_ready()
         return

@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
+import confluent_kafka  # a dev dependency: missing, these tests fail (never skip)
 import httpx
 import pytest
 from cryptography.hazmat.primitives.asymmetric import rsa
@@ -49,8 +50,6 @@ from tests.integration.kafka_clients import READ_LIMIT_S, client_record, rd_read
 from tests.integration.serve import stop
 from tests.integration.test_kafka_listener import _expected, _guard
 from tests.integration.test_security import AUDIENCE, ISSUER, _jwks, _token
-
-confluent_kafka = pytest.importorskip("confluent_kafka")
 
 ALICE_TOPIC: Final = "plain.v1-raw"  # User:alice (a JWT) may read it
 CI_TOPIC: Final = "zstd-chunks.v2"  # User:ci (the API key) may read it

@@ -226,3 +226,38 @@ async def test_an_unconfigured_key_pair_is_warned_at_start_and_answers_key_not_c
     warned = [r.getMessage() for r in caplog.records if "key pair id" in r.getMessage()]
     assert len(warned) == 1
     assert "payments" in warned[0] and "'demo'" in warned[0] and "--key-pair demo=PATH" in warned[0]
+
+
+async def test_a_bug_in_the_first_scan_surfaces_and_a_store_fault_is_retried(
+    demo: DemoBucket, bucket: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 33: a store fault in the first scan is retried (not ready, saying why); a bug (an
+    exception the domain does not name) is not retried forever behind a 503 that looks like a
+    store fault: /readyz names it as an internal error, once."""
+    from gateway.metadata.scan import BucketScanner  # noqa: PLC0415
+
+    calls = {"n": 0}
+    real = BucketScanner.scan
+
+    async def failing(self: BucketScanner) -> object:
+        calls["n"] += 1
+        raise TypeError("a bug")
+
+    monkeypatch.setattr(BucketScanner, "scan", failing)
+    async with open_service(_settings(demo, bucket)) as svc:
+        await _until(lambda: "internal error" in (svc.readiness().reason or ""), "the bug shown")
+        reason = svc.readiness().reason or ""
+        assert "TypeError: a bug" in reason and "not a store fault" in reason
+        assert not svc.ready() and calls["n"] == 1
+    faults = {"n": 0}
+
+    async def flaky(self: BucketScanner) -> object:
+        faults["n"] += 1
+        if faults["n"] == 1:
+            raise StorageError("the store is away")
+        return await real(self)
+
+    monkeypatch.setattr(BucketScanner, "scan", flaky)
+    async with open_service(_settings(demo, bucket)) as svc:
+        await svc.wait_ready()  # retried after the store fault
+        assert faults["n"] >= 2 and "orders" in await svc.topics()
