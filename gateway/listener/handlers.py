@@ -52,7 +52,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, Final
 
 from gateway.deadline import Deadline
-from gateway.errors import GatewayError
+from gateway.errors import DeadlineExceededError, GatewayError
 from gateway.listener import codes, groups
 from gateway.listener.context import NODE_ID, Context
 from gateway.listener.failures import Failures
@@ -397,10 +397,16 @@ async def list_offsets(ctx: Context, request: Request) -> Reply:
             return answer
         try:
             async with limit:
-                found = await _offset(
-                    ctx, topic, p.partition_index, p.timestamp, version,
-                    deadline=deadline, isolation=isolation,
-                )  # fmt: skip
+                try:  # the request's deadline, whatever the service does with it
+                    async with asyncio.timeout(max(deadline.remaining(), 0.0)):
+                        found = await _offset(
+                            ctx, topic, p.partition_index, p.timestamp, version,
+                            deadline=deadline, isolation=isolation,
+                        )  # fmt: skip
+                except TimeoutError:
+                    raise DeadlineExceededError(
+                        f"list offsets of {topic}-{p.partition_index}: the deadline passed"
+                    ) from None
         except GatewayError as exc:
             answer.error_code = codes.error_code(exc)
             failures.add(f"{topic}-{p.partition_index} ({p.timestamp})", answer.error_code, exc)

@@ -163,10 +163,25 @@ async def test_the_snapshot_is_read_once_and_a_failed_read_is_not_kept(
     real = reader.read_index_piece
     calls: list[IndexType] = []
     fail = [True]
+    flights: Any = service.source._reading_txns  # the single flight the callers join
+    join = flights.join
+    joined = {"n": 0, "all": asyncio.Event()}
+
+    def counted_join(key: Any, load: Any) -> Any:
+        joined["n"] += 1
+        if joined["n"] == 20:
+            joined["all"].set()
+        return join(key, load)
+
+    monkeypatch.setattr(flights, "join", counted_join)
 
     async def counting(segment: Any, kind: IndexType, deadline: Deadline) -> bytes | None:
         calls.append(kind)
-        await asyncio.sleep(0.01)  # the concurrent callers join this read meanwhile
+        if fail[0]:  # the read ends only once all 20 callers have joined it: no timing
+            try:
+                await asyncio.wait_for(joined["all"].wait(), 60)
+            except TimeoutError:
+                raise AssertionError(f"only {joined['n']} of 20 callers joined") from None
         if fail[0]:
             raise StorageUnavailableError("injected")
         return await real(segment, kind, deadline)  # type: ignore[no-any-return]

@@ -18,7 +18,7 @@ from kafka.protocol.metadata.metadata import MetadataRequest, MetadataResponse
 from kafka.protocol.producer.produce import ProduceRequest, ProduceResponse
 
 from gateway.config import parse_listener, settings_for
-from gateway.errors import ConfigurationError, DeadlineExceededError
+from gateway.errors import ConfigurationError
 from gateway.listener import codes
 from gateway.listener.fetch import READ_CONCURRENCY
 from gateway.listener.framing import (
@@ -348,12 +348,11 @@ def test_latest_tiered_is_the_epoch_of_the_highest_remote_offset() -> None:
 
 
 class _Slow(FakeService):
-    """``list_offsets`` that waits for its deadline and fails there, as the service's."""
+    """``list_offsets`` that never answers: the handler's own deadline must end the wait (a
+    fake that raised the deadline error itself would test only the fake)."""
 
     async def list_offsets(self, *args: Any, **kwargs: Any) -> Any:
-        deadline = args[3]
-        await asyncio.sleep(max(0.0, deadline.remaining()))
-        raise DeadlineExceededError("list offsets: the deadline passed")
+        await asyncio.Event().wait()
 
 
 def test_list_offsets_v10_timeout_ms_is_the_deadline_within_request_timeout_ms() -> None:
