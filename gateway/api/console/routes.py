@@ -9,6 +9,7 @@ lookups and downloads are in :mod:`gateway.api.console.scans`.
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, Final, cast
 
@@ -31,7 +32,7 @@ from gateway.api.console.view import (
 from gateway.api.console.window import Read, Window, before, forward
 from gateway.api.params import Context, check_topic
 from gateway.api.records import RecordsQuery, page_document
-from gateway.api.render import topic_id_text
+from gateway.api.render import OFFLOAD_BYTES, batch_bytes, off_loop, topic_id_text
 from gateway.config import Settings
 from gateway.deadline import Deadline
 from gateway.errors import GatewayError, InvalidRequestError, NotReadyError
@@ -110,12 +111,34 @@ class View:
         )
 
 
-def reader(request: Request, ctx: Context, topic: str, partition: int, view: View) -> Read:
-    async def read(offset: int) -> dict[str, Any]:
-        body, _ = await page_document(
-            request.state, ctx, topic, partition, view.records_query(offset)
+PageReader = Callable[[int, int | None], Awaitable[tuple[dict[str, Any], int]]]
+"""One page of the records route from an offset (within a byte count, None: the default): its
+JSON document and the stored batch bytes it read."""
+
+
+def page_reader(
+    request: Request, ctx: Context, topic: str, partition: int, view: View
+) -> PageReader:
+    """The records route's pages in the view's formats, parsed off the event loop when large
+    (:func:`gateway.api.render.off_loop`, at its threshold)."""
+
+    async def read(offset: int, max_bytes: int | None = None) -> tuple[dict[str, Any], int]:
+        body, result = await page_document(
+            request.state, ctx, topic, partition, view.records_query(offset, max_bytes)
         )
-        return cast(dict[str, Any], orjson.loads(body))
+        read_bytes = batch_bytes(result)
+        doc = await off_loop(read_bytes > OFFLOAD_BYTES, orjson.loads, body)
+        return cast(dict[str, Any], doc), read_bytes
+
+    return read
+
+
+def reader(request: Request, ctx: Context, topic: str, partition: int, view: View) -> Read:
+    pages = page_reader(request, ctx, topic, partition, view)
+
+    async def read(offset: int) -> dict[str, Any]:
+        doc, _ = await pages(offset, None)
+        return doc
 
     return read
 

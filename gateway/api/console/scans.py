@@ -27,7 +27,14 @@ from starlette.responses import RedirectResponse, Response, StreamingResponse
 
 from gateway.api.auth import access_of
 from gateway.api.console import web
-from gateway.api.console.routes import View, context, describable, readable_end, shown_record
+from gateway.api.console.routes import (
+    View,
+    context,
+    describable,
+    page_reader,
+    readable_end,
+    shown_record,
+)
 from gateway.api.console.search import Filter, Progress, scan
 from gateway.api.console.view import key_partition, plan
 from gateway.api.params import Context
@@ -107,7 +114,7 @@ async def search_page(request: Request, topic: str, partition: int) -> Response:
     }
     if query.params.get("run") != "1" or flt.empty:
         return web.page("search.html", empty=flt.empty, running=False, **context_)
-    read = _page_reader(request, ctx, topic, partition, view)
+    read = page_reader(request, ctx, topic, partition, view)
 
     async def body() -> AsyncIterator[bytes]:
         yield (
@@ -160,16 +167,6 @@ def _progress(p: Progress, planned: int) -> str:
         f'<output class="progress" data-next="{p.next_offset}">Scanned to offset {p.next_offset}: '
         f"{p.records:,} records, {p.bytes_read:,}{share} bytes read, {p.found} found</output>\n"
     )
-
-
-def _page_reader(request: Request, ctx: Context, topic: str, partition: int, view: View) -> Any:
-    async def read(offset: int, max_bytes: int) -> tuple[dict[str, Any], int]:
-        body, result = await page_document(
-            request.state, ctx, topic, partition, view.records_query(offset, max_bytes)
-        )
-        return orjson.loads(body), sum(len(b.data) for b in result.batches)
-
-    return read
 
 
 async def lookup(request: Request, topic: str) -> Response:

@@ -16,6 +16,8 @@ from typing import Any, Final, Literal
 
 import orjson
 
+from gateway.api.render import OFFLOAD_BYTES, off_loop
+
 ReadPage = Callable[[int, int], Awaitable[tuple[dict[str, Any], int]]]
 """One page of the records route from an offset within a byte count: its JSON document and
 the stored batch bytes it read."""
@@ -68,6 +70,10 @@ class Filter:
         ):
             return False
         return not self.json_path or self._json_equal(record.get("value"))
+
+    def select(self, records: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """The ``records`` that match (CPU work: a page's worth, off the loop when large)."""
+        return [r for r in records if self.matches(r)]
 
     def _json_equal(self, value: Any) -> bool:
         if isinstance(value, str):
@@ -132,7 +138,8 @@ async def scan(
         at = progress.next_offset
         doc, read_bytes = await read(at, max(1, min(page_bytes, budget - progress.bytes_read)))
         records = [r for r in doc["records"] if r["offset"] < until]
-        hits = [r for r in records if flt.matches(r)][: max_matches - progress.found]
+        found = await off_loop(read_bytes > OFFLOAD_BYTES, flt.select, records)
+        hits = found[: max_matches - progress.found]
         following = min(int(doc["next_offset"]), until)
         if hits and progress.found + len(hits) >= max_matches:
             following = hits[-1]["offset"] + 1  # go on right after the last match shown
