@@ -20,7 +20,7 @@ import orjson
 import pytest
 from kafka.partitioner.default import murmur2  # kafka-python's, not ours
 from kafka.record import MemoryRecords
-from playwright.sync_api import Browser, Page
+from playwright.sync_api import Browser, Locator, Page
 
 from gateway.demo import DemoBucket
 from gateway.security.apikeys import new_key
@@ -113,6 +113,13 @@ def page(browser: Browser, request: pytest.FixtureRequest) -> Iterator[tuple[Pag
     watch.clean()
 
 
+def follow(tab: Page, target: Locator) -> None:
+    """Click ``target`` and wait for the navigation it starts to load: a page read after it is
+    the new one, never the one it left (a bare click returns before the navigation)."""
+    with tab.expect_navigation():
+        target.click()
+
+
 def watched(page: tuple[Page, Watch], gw: Served) -> Page:
     """The page, its watch told which gateway is the only address it may ask."""
     tab, watch = page
@@ -151,7 +158,7 @@ def test_an_offset_seek_shows_exactly_the_records_from_that_offset(
     ]
     tab.goto(f"{demo_gw.url}/ui/topics/orders/0?count=1")
     tab.fill("form.seek input[name=offset]", "17")
-    tab.locator("form.seek button", has_text="Go").first.click()
+    follow(tab, tab.locator("form.seek button", has_text="Go").first)
     tab.wait_for_url("**offset=17**")
     rows = shown_rows(tab)
     assert rows == [
@@ -181,7 +188,7 @@ def test_a_time_seek_lands_where_list_offsets_does(
         form = tab.locator("form.seek", has_text="Seek by time")
         form.locator("input[name=time]").fill(local.strftime("%Y-%m-%dT%H:%M:%S"))
         form.locator("input[name=tz]").fill(zone)
-        form.locator("button", has_text="Go to time").click()
+        follow(tab, form.locator("button", has_text="Go to time"))
         tab.wait_for_url(f"**offset={want}**")
         assert shown_rows(tab)[0]["offset"] == want
         # UTC is always shown, the zone beside it
@@ -205,8 +212,7 @@ def test_paging_forward_and_back_covers_every_record_once(
         following = tab.locator("a[rel=next]")
         if following.count() == 0:
             break
-        following.click()
-        tab.wait_for_load_state()
+        follow(tab, following)
     assert forward == expected
     tab.goto(f"{demo_gw.url}/ui/topics/payments/0?count=9&isolation={isolation}&seek=latest")
     pages: list[list[int]] = []
@@ -215,8 +221,7 @@ def test_paging_forward_and_back_covers_every_record_once(
         back = tab.locator("a[rel=prev]")
         if back.count() == 0:
             break
-        back.click()
-        tab.wait_for_load_state()
+        follow(tab, back)
     backward = [o for p in reversed(pages) for o in p]
     # the first page back to the start may overlap the one after it only when it is short
     assert sorted(set(backward)) == expected
@@ -303,7 +308,7 @@ def _run_search(tab: Page, start_url: str) -> tuple[list[int], int]:
     """Start the search planned at ``start_url`` and follow its go-on links to the end: the
     offsets found, and how many times it stopped at its budget."""
     tab.goto(start_url)
-    tab.locator("button", has_text="Start the search").click()
+    follow(tab, tab.locator("button", has_text="Start the search"))
     found: list[int] = []
     stops = 0
     while True:
@@ -317,7 +322,7 @@ def _run_search(tab: Page, start_url: str) -> tuple[list[int], int]:
             return found, stops
         assert stopped == "budget", stopped
         stops += 1
-        tab.locator("a.resume").click()
+        follow(tab, tab.locator("a.resume"))
 
 
 def test_a_search_plans_stops_at_its_budget_resumes_and_finds_what_brute_force_finds(
@@ -370,7 +375,7 @@ def test_the_key_lookup_searches_the_partition_kafka_would_pick(
     partition = (murmur2(key.encode()) & 0x7FFFFFFF) % 2
     tab.goto(f"{demo_gw.url}/ui/topics/payments")
     tab.fill("input[name=key_equals]", key)
-    tab.locator("button", has_text="Search its partition").click()
+    follow(tab, tab.locator("button", has_text="Search its partition"))
     tab.wait_for_url(f"**/payments/{partition}/search**")
     tab.wait_for_selector("p.stopped", state="attached")
     found = [
@@ -405,7 +410,7 @@ def test_a_download_and_its_digest_equal_what_the_api_serves(
         )
     want = b"".join(line for line in lines[:-1] if orjson.loads(line)["offset"] < 240)
     assert body == want and body
-    form.locator("button", has_text="Its SHA-256").click()
+    follow(tab, form.locator("button", has_text="Its SHA-256"))
     digest, name = tab.locator("body").inner_text().split()
     assert digest == hashlib.sha256(want).hexdigest()
     assert name == "payments-1-13-240.ndjson"
@@ -503,7 +508,7 @@ def _sign_in(tab: Page, url: str, secret: str) -> None:
     tab.goto(f"{url}/ui/")
     tab.wait_for_url("**/ui/login**")
     tab.fill("input[name=secret]", secret)
-    tab.locator("button", has_text="Sign in").click()
+    follow(tab, tab.locator("button", has_text="Sign in"))
     tab.wait_for_url("**/ui/")
 
 
@@ -516,7 +521,7 @@ def test_a_principal_without_describe_never_sees_the_topic_and_without_read_no_r
     tab.goto(f"{gw.url}/ui/topics/orders/0?offset=0")
     tab.wait_for_url("**/ui/login?next=%2Fui%2Ftopics%2Forders%2F0")
     tab.fill("input[name=secret]", "tg_not-a-key")
-    tab.locator("button", has_text="Sign in").click()
+    follow(tab, tab.locator("button", has_text="Sign in"))
     assert "were not accepted" in tab.locator("p.error").inner_text()
     assert tab.context.cookies() == []
     _sign_in(tab, gw.url, keys["reader"])
@@ -576,20 +581,20 @@ def test_browsing_works_without_javascript(demo_gw: Served, browser: Browser) ->
     watch.attach(tab)
     try:
         tab.goto(f"{demo_gw.url}/ui/")
-        tab.get_by_role("link", name="payments").click()
-        tab.get_by_role("link", name="1", exact=True).click()
+        follow(tab, tab.get_by_role("link", name="payments"))
+        follow(tab, tab.get_by_role("link", name="1", exact=True))
         tab.wait_for_url("**offset=**")
         first = shown_rows(tab)
-        tab.locator("a[rel=next]").click()
-        tab.locator("a[rel=prev]").click()
+        follow(tab, tab.locator("a[rel=next]"))
+        follow(tab, tab.locator("a[rel=prev]"))
         assert shown_rows(tab) == first
         long = tab.locator("details.long").first  # long values open with no script
         if long.count():
             long.locator("summary").click()
             assert long.get_attribute("open") is not None
         tab.fill("form.search input[name=value]", "EUR")
-        tab.locator("form.search button").click()
-        tab.locator("button", has_text="Start the search").click()
+        follow(tab, tab.locator("form.search button"))
+        follow(tab, tab.locator("button", has_text="Start the search"))
         tab.wait_for_selector("p.stopped", state="attached")
         assert not tab.locator("button.cancel").is_visible()  # it needs the script
         assert tab.locator("article.match").count() > 0
