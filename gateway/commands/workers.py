@@ -10,10 +10,11 @@ and TOML file are parsed once. The kernel hands each connection to one of the wo
 in ``accept``.
 
 Each worker is a whole gateway (its service, caches, catalog and metrics) with
-:meth:`Settings.per_worker` budgets: the memory, in-flight and GET budgets configured are the
-server's total; of the chunk cache's budget, ``shared_runs_share`` is one ring of verified runs
-that the supervisor maps before it forks and every worker reads (:mod:`gateway.cache.shared_runs`),
-the rest divided. The disk tiers share their directories (:mod:`indexcache.share`); with a
+:func:`~gateway.commands.budgets.per_worker` budgets: the memory, in-flight and GET budgets
+configured are the server's total; of the chunk cache's budget, ``shared_runs_share`` is one
+ring of verified runs that the supervisor maps before it forks and every worker reads
+(:mod:`gateway.cache.shared_runs`), the rest divided. The disk tiers share their directories
+(:mod:`indexcache.share`); with a
 ``state_dir``, worker 0 keeps its catalog in ``state_dir`` itself and worker ``i`` in
 ``state_dir/worker-i`` (one SQLite writer per file). Responses carry ``X-Served-By: worker I
 pid P``. Workers other than 0 take connections only once their first bucket scan is done, so
@@ -53,6 +54,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 from gateway.cache import shared_runs
 from gateway.cache.shared_runs import SharedRunArena
+from gateway.commands.budgets import per_worker
 from gateway.config import Settings
 from gateway.errors import ConfigurationError
 from gateway.service.protocol import Service
@@ -117,7 +119,7 @@ def arena_bytes(settings: Settings) -> int:
 def worker_settings(settings: Settings, index: int) -> Settings:
     """The settings of worker ``index``: divided budgets (the chunk cache's after the shared
     arena's part), its own catalog file."""
-    mine = settings.per_worker()
+    mine = per_worker(settings)
     arena = arena_bytes(settings)
     if arena:
         own = max(1, (settings.chunk_cache_bytes - arena) // settings.workers)

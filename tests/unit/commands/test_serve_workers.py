@@ -17,6 +17,7 @@ import httpx
 import pytest
 
 from gateway.commands import workers
+from gateway.commands.budgets import DIVIDED, per_worker
 from gateway.commands.serve import add_parser, add_setting_flags, settings_from_args
 from gateway.commands.workers import (
     WORKER_NOT_STARTED,
@@ -26,7 +27,7 @@ from gateway.commands.workers import (
     served_by,
     worker_settings,
 )
-from gateway.config import DIVIDED, GiB, MiB, Settings, load_settings, usable_cpus
+from gateway.config import GiB, MiB, Settings, load_settings, usable_cpus
 from gateway.errors import ConfigurationError
 from indexcache.share import DiskShare, stale_tmp, tmp_name
 
@@ -79,7 +80,7 @@ def test_budgets_are_divided_among_the_workers() -> None:
             "threads": 6,
         }
     )
-    w = s.per_worker()
+    w = per_worker(s)
     assert w.chunk_cache_bytes == 64 * MiB
     assert w.index_cache_bytes == 0  # off stays off
     assert w.inflight_bytes == 25 * MiB
@@ -90,7 +91,7 @@ def test_budgets_are_divided_among_the_workers() -> None:
     unchanged = set(Settings.model_fields) - set(DIVIDED)
     assert all(getattr(w, name) == getattr(s, name) for name in unchanged)
     one = load_settings({"store": "file:///x", "workers": 1})
-    assert one.per_worker() is one
+    assert per_worker(one) is one
 
 
 def test_each_worker_has_its_own_catalog_file(tmp_path: Path) -> None:
