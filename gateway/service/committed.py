@@ -113,6 +113,26 @@ async def committed(
     return reads, aborted, new_next
 
 
+def visible_prefix(
+    reads: list[SegmentRead], stable: StableBounds
+) -> tuple[list[SegmentRead], int | None] | None:
+    """The answer of a read_committed fetch whose deadline passed before its transactions were
+    proven: ``reads`` before their first transactional batch and before the last stable offset
+    (batches read_committed shows whatever the transaction index says), with the offset they
+    stop at (``None`` when all of ``reads`` is kept); ``None`` when no batch is left."""
+    stop = stable.stable
+    for batch in (b for r in reads for b in r.batches):
+        if batch.base_offset >= stop or batch.is_transactional:
+            stop = min(stop, batch.base_offset)
+            break
+    if not reads:
+        return None
+    if stop > reads[-1].last_offset:
+        return reads, None
+    kept = _cut_before(reads, stop)
+    return (kept, stop) if kept else None
+
+
 def pending_error(
     tp: TopicIdPartition, offset: int, bounds: StableBounds
 ) -> TransactionPendingError:

@@ -16,27 +16,22 @@ from concurrent.futures import ThreadPoolExecutor
 from gateway.cache.segments import SegmentSource
 from gateway.deadline import Deadline
 from gateway.errors import (
-    CorruptCheckpointError,
     CorruptDataError,
-    CorruptManifestError,
     DeadlineExceededError,
     GatewayError,
     InvalidRequestError,
     NotReadyError,
-    UnknownTopicOrPartitionError,
 )
 from gateway.metadata.follow import MetadataFollower
 from gateway.metadata.manager import RemoteLogMetadataManager
-from gateway.metadata.manifests import UnreadableSegment
 from gateway.metadata.model import RemoteLogSegmentMetadata, TopicIdPartition
 from gateway.metadata.scan import BucketScanner
 from gateway.remote.reader import SegmentReader
-from gateway.service.committed import committed, pending_error
+from gateway.service.bounds import PartitionCatalog
+from gateway.service.committed import committed, pending_error, visible_prefix
 from gateway.service.fetch import Fetcher, SegmentVanishedError
-from gateway.service.listing import segment_infos
-from gateway.service.locate import read_inline, remote_bounds
 from gateway.service.metrics import CoreCollector
-from gateway.service.offsets import NOT_FOUND, OffsetFinder, check_epochs
+from gateway.service.offsets import NOT_FOUND, OffsetFinder
 from gateway.service.protocol import OffsetSpec
 from gateway.service.records import decode_records
 from gateway.service.runs import to_batches
@@ -87,6 +82,9 @@ class GatewayService:
         # such a segment would hold fail naming it instead of vanishing.
         self._fetcher.claims = scanner.unreadable
         self._offsets = OffsetFinder(rlmm, source, executor, self._fetcher)
+        self._catalog = PartitionCatalog(
+            rlmm, scanner, self._fetcher, self._offsets, self._require_ready
+        )
         self._ready = False
         self._settled = asyncio.Event()  # ready, or closing
         self._not_ready_reason = "the first bucket scan has not finished"
@@ -133,7 +131,7 @@ class GatewayService:
                 UnreadableManifest(
                     tp.topic, tp.topic_id, tp.partition, u.start_offset, u.key, u.reason
                 )
-                for tp, u in self._unreadable()
+                for tp, u in self._catalog.unreadable()
             ),
             follow,
         )
@@ -144,95 +142,19 @@ class GatewayService:
                 f"the catalog of remote segments is not loaded yet: {self._not_ready_reason}"
             )
 
-    def _unreadable(
-        self, topic: str | None = None
-    ) -> Sequence[tuple[TopicIdPartition, UnreadableSegment]]:
-        """The manifests the scanner could not read (of ``topic`` when given)."""
-        found = self.scanner.unreadable_all()
-        return found if topic is None else [e for e in found if e[0].topic == topic]
-
-    async def _tp(self, topic: str, partition: int) -> TopicIdPartition:
-        if partition < 0:
-            raise InvalidRequestError(f"partition {partition} is negative", "partition")
-        self._require_ready()
-        try:
-            # Point reads: inline unless a writer holds the RLMM (gateway.service.locate).
-            return await read_inline(self.rlmm, self.rlmm.partition, topic, partition)
-        except UnknownTopicOrPartitionError:
-            # Known only from manifests that cannot be read: they claim its offsets.
-            claims = [e for e in self._unreadable(topic) if e[0].partition == partition]
-            if claims:
-                raise _unreadable_error(claims) from None
-            raise
-
     async def topics(self) -> dict[str, list[uuid.UUID]]:
-        self._require_ready()
-        topics = await asyncio.to_thread(self.rlmm.topics)
-        for tp, _ in self._unreadable():  # a topic whose manifests are all unreadable still is
-            ids = topics.setdefault(tp.topic, [])
-            if tp.topic_id not in ids:
-                ids.append(tp.topic_id)
-        return topics
-
-    def _info(self, tp: TopicIdPartition) -> PartitionInfo:
-        """The partition's bounds; a segment whose manifest cannot be read before the first or
-        after the last readable one makes them unknown (502 naming it, never a shorter log)."""
-        rlmm = self.rlmm
-        start, end = remote_bounds(rlmm, tp)
-        self._offsets.claim_outside(tp, start, end)
-        return PartitionInfo(
-            tp.topic,
-            tp.topic_id,
-            tp.partition,
-            start,
-            end,
-            rlmm.remote_log_size(tp),
-            rlmm.segment_count(tp),
-            self._lineage(tp),
-        )
-
-    def _lineage(self, tp: TopicIdPartition) -> tuple[tuple[int, int], ...]:
-        """The leader epochs a partition's info shows: none while they are in doubt
-        (:func:`~gateway.service.offsets.check_epochs`; Metadata then says leader epoch -1,
-        unknown to clients, rather than one a damaged epoch map gave)."""
-        try:
-            check_epochs(self.rlmm, tp)
-        except CorruptCheckpointError:
-            return ()
-        return tuple((e.epoch, e.start_offset) for e in self.rlmm.epoch_lineage(tp))
+        return await self._catalog.topics()
 
     async def partitions(self, topic: str) -> list[PartitionInfo]:
-        """The partitions of the topic's newest incarnation; a partition of it known only from
-        manifests that cannot be read fails the listing (502, naming them) rather than being
-        left out of it."""
-        self._require_ready()
-        claims = self._unreadable(topic)
+        return await self._catalog.partitions(topic)
 
-        def read() -> list[PartitionInfo]:
-            try:
-                topic_id = self.rlmm.resolve_topic(topic)
-            except UnknownTopicOrPartitionError:
-                if claims:
-                    raise _unreadable_error(claims) from None
-                raise
-            infos = [self._info(tp) for tp in self.rlmm.partitions(topic_id)]
-            listed = {i.partition for i in infos}
-            missing = [
-                e for e in claims if e[0].topic_id == topic_id and e[0].partition not in listed
-            ]
-            if missing:
-                raise _unreadable_error(missing)
-            return infos
-
-        return await asyncio.to_thread(read)
-
-    async def partition(self, topic: str, partition: int) -> PartitionInfo:
-        tp = await self._tp(topic, partition)
-        return await asyncio.to_thread(self._info, tp)
+    async def partition(
+        self, topic: str, partition: int, deadline: Deadline | None = None
+    ) -> PartitionInfo:
+        return await self._catalog.partition(topic, partition, deadline)
 
     async def segments(self, topic: str, partition: int) -> list[SegmentInfo]:
-        tp = await self._tp(topic, partition)
-        return await asyncio.to_thread(segment_infos, self.rlmm, tp)
+        return await self._catalog.segments(topic, partition)
 
     async def fetch(
         self,
@@ -248,7 +170,7 @@ class GatewayService:
             raise InvalidRequestError(f"offset {offset} is negative", "offset")
         if max_bytes <= 0:
             raise InvalidRequestError(f"max_bytes {max_bytes} must be positive", "max_bytes")
-        tp = await self._tp(topic, partition)
+        tp = await self._catalog.tp(topic, partition)
         stable = None
         if isolation is IsolationLevel.READ_COMMITTED:  # a broker reads up to its LSO
             stable = await self._stable(tp, deadline)
@@ -273,22 +195,22 @@ class GatewayService:
             reads, next_offset = await self._fetcher.fetch(tp, offset, max_bytes, deadline)
         aborted = None
         if stable is not None:
-            reads, found, cut = await committed(self._fetcher, tp, reads, deadline, stable)
+            try:
+                reads, found, cut = await committed(self._fetcher, tp, reads, deadline, stable)
+            except DeadlineExceededError:
+                # The batches read are the answer as far as they are proven without the
+                # transaction indexes: up to the first transactional one.
+                shown = visible_prefix(reads, stable)
+                if shown is None:
+                    raise
+                (reads, cut), found = shown, []
             aborted = tuple(found)
             if cut is not None:
                 next_offset = cut
-        start, end = await read_inline(self.rlmm, remote_bounds, self.rlmm, tp)
-        try:
-            await self._fetcher.check_tail(tp, end, deadline)
-        except DeadlineExceededError:
-            # Batches read before the deadline are the answer (Kafka answers at max_wait with
-            # what it has); the tail is checked by the next fetch. An answer that reaches the
-            # end read the last batch itself, so its end_of_remote_log is the data's.
-            if not reads:
-                raise
-        # The answer carries the log's bounds: unknown while a manifest before or after the
-        # readable segments cannot be read (a shorter log would end a consumer's walk early).
-        self._offsets.claim_outside(tp, start, end)
+        # Batches read before the deadline are the answer (Kafka answers at max_wait with what
+        # it has); an answer that reaches the end read the last batch itself, so its
+        # end_of_remote_log is the data's.
+        start, end = await self._catalog.bounds(tp, deadline, answered=bool(reads))
         return FetchResult(
             tp.topic,
             tp.topic_id,
@@ -308,8 +230,7 @@ class GatewayService:
         end a read_committed reader early)."""
 
         async def check(start: int, end: int) -> None:
-            self._offsets.claim_outside(tp, start, end)
-            await self._fetcher.check_tail(tp, end, deadline)
+            await self._catalog.check_bounds(tp, start, end, deadline)
 
         return await stable_bounds(self.rlmm, self.source, tp, deadline, check)
 
@@ -344,14 +265,13 @@ class GatewayService:
         *,
         isolation: IsolationLevel = IsolationLevel.READ_UNCOMMITTED,
     ) -> OffsetResult:
-        tp = await self._tp(topic, partition)
+        tp = await self._catalog.tp(topic, partition)
         finder = self._offsets
         if spec == "earliest":
             return await asyncio.to_thread(finder.earliest, tp)
         committed_ = isolation is IsolationLevel.READ_COMMITTED
         if spec == "latest":
-            _, end = await read_inline(self.rlmm, remote_bounds, self.rlmm, tp)
-            await self._fetcher.check_tail(tp, end, deadline)
+            await self._catalog.bounds(tp, deadline)
             latest = await asyncio.to_thread(finder.latest, tp)
             if not committed_:
                 return latest
@@ -380,19 +300,6 @@ class GatewayService:
             names = frozenset(await self.topics()) if self._ready else frozenset()
             self._names, self._names_scan = names, scans
         return self._names
-
-
-def _unreadable_error(
-    claims: Sequence[tuple[TopicIdPartition, UnreadableSegment]],
-) -> CorruptManifestError:
-    """The error for partitions that only unreadable manifests name (502, naming them)."""
-    parts = sorted({f"{tp.topic}-{tp.partition}" for tp, _ in claims})
-    named = "; ".join(f"{u.key} ({u.reason})" for _, u in claims[:5])
-    more = f" and {len(claims) - 5} more" if len(claims) > 5 else ""
-    return CorruptManifestError(
-        f"{', '.join(parts)}: the remote segments are claimed by manifests that cannot be "
-        f"read: {named}{more}"
-    )
 
 
 __all__ = ["GatewayService"]

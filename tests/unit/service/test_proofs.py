@@ -64,6 +64,16 @@ def index_piece(log: Path, kind: IndexType) -> tuple[Path, int, int]:
     return log.with_suffix(".indexes"), piece.position, piece.size
 
 
+def last_batch(data: bytes) -> tuple[int, int]:
+    """Where the last batch of a segment's bytes starts, and its length field."""
+    pos = 0
+    while True:
+        length = struct.unpack_from(">i", data, pos + 8)[0]
+        if pos + 12 + length >= len(data):
+            return pos, length
+        pos += 12 + length
+
+
 def settings(demo: DemoBucket, bucket: Path) -> Settings:
     return Settings(
         store=f"file://{bucket}",
@@ -107,15 +117,8 @@ async def test_a_batch_running_past_a_segment_end_is_corrupt_not_a_truncated_tai
     """Before: the rest of the segment was taken for the broker's truncated tail and the walk
     went on with the next segment, records missing, 200."""
     log = objects(bucket, "log")[0]
-    size = log.stat().st_size
-    # The last batch of the first segment: find it by walking lengths.
     data = log.read_bytes()
-    pos = 0
-    while True:
-        length = struct.unpack_from(">i", data, pos + 8)[0]
-        if pos + 12 + length >= size:
-            break
-        pos += 12 + length
+    pos, length = last_batch(data)
     edit(log, lambda b: struct.pack_into(">i", b, pos + 8, length + 100))
     exc = await walk_error(demo, bucket)
     assert isinstance(exc, CorruptRecordError)
@@ -128,15 +131,30 @@ async def test_a_cut_off_segment_is_corrupt(demo: DemoBucket, bucket: Path) -> N
     leaving 20 bytes that frame nothing."""
     log = objects(bucket, "log")[0]
     data = log.read_bytes()
-    pos = 0
-    while True:
-        length = struct.unpack_from(">i", data, pos + 8)[0]
-        if pos + 12 + length >= len(data):
-            break
-        pos += 12 + length
+    pos, length = last_batch(data)
     edit(log, lambda b: struct.pack_into(">i", b, pos + 8, length - 20))
     exc = await walk_error(demo, bucket)
     assert isinstance(exc, CorruptDataError)
+
+
+async def test_the_partition_bounds_are_those_a_fetch_checks(
+    demo: DemoBucket, bucket: Path
+) -> None:
+    """The last segment cut off (its last batch's length shrunk by 20): the log end its
+    manifest claims is not one its bytes keep. A fetch fails on it, and so does the partition's
+    info (before: ``partition()`` reported the claimed end, so the Kafka listener's high
+    watermark disagreed with its fetch)."""
+    log = objects(bucket, "log")[-1]
+    data = log.read_bytes()
+    pos, length = last_batch(data)
+    edit(log, lambda b: struct.pack_into(">i", b, pos + 8, length - 20))
+    async with ready_service(settings(demo, bucket)) as svc:
+        with pytest.raises(CorruptDataError):
+            await svc.partition(TOPIC, 0)
+        with pytest.raises(CorruptDataError):
+            await svc.fetch(TOPIC, 0, 0, max_bytes=1024, isolation=RU, deadline=Deadline.after(20))
+        listed = {i.partition: i for i in await svc.partitions(TOPIC)}  # no tail read
+        assert listed[0].remote_log_end_offset > 0
 
 
 async def test_a_wrong_offset_index_entry_is_corrupt_not_a_skip(

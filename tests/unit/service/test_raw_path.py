@@ -24,9 +24,10 @@ from gateway.metadata.model import (
     TopicIdPartition,
 )
 from gateway.read.framing import SegmentBounds, SegmentFramer
-from gateway.service.committed import _cut_before
+from gateway.service.committed import _cut_before, visible_prefix
 from gateway.service.core import GatewayService
 from gateway.service.runs import SegmentRead, frame_window
+from gateway.service.stable import StableBounds
 from gateway.service.types import FetchedBatches, IsolationLevel
 from tests.unit.service.support import demo_settings, ready_service
 
@@ -205,3 +206,47 @@ def test_cut_before_keeps_views_of_the_batches_before_the_offset(cut_batch: int)
     for part, original in zip(out.parts, read.parts, strict=False):
         assert isinstance(part.data, memoryview)
         assert part.data.obj is original.data.obj  # type: ignore[union-attr]
+
+
+def _mixed(transactional: set[int]) -> SegmentRead:
+    """Twelve batches of two records, those numbered in ``transactional`` from a transactional
+    producer, as a read of two parts."""
+    out, offset = bytearray(), 0
+    for i in range(12):
+        records = [RecordInput(b"v", key=b"k"), RecordInput(b"w", key=b"k")]
+        if i in transactional:
+            out += build_batch(offset, records, producer_id=7, producer_epoch=0,
+                               base_sequence=offset, transactional=True)  # fmt: skip
+        else:
+            out += build_batch(offset, records)
+        offset += 2
+    return _read(bytes(out), 4)
+
+
+@pytest.mark.parametrize(
+    ("transactional", "stable", "kept"),
+    [
+        (set(), 24, None),  # nothing transactional, all below the stable offset: all of it
+        (set(), 10, 10),  # cut at the last stable offset
+        ({5}, 24, 10),  # up to the first transactional batch
+        ({5, 7}, 8, 8),  # the stable offset first
+        ({0}, 24, 0),  # a transactional first batch: nothing proven
+    ],
+)
+def test_visible_prefix_is_the_batches_read_committed_shows_without_the_txn_index(
+    transactional: set[int], stable: int, kept: int | None
+) -> None:
+    """A read_committed fetch whose deadline passes while its aborted transactions are read
+    answers the batches before the first transactional one (and before the last stable
+    offset), and the offset it stopped at; none when no batch is left."""
+    read = _mixed(transactional)
+    shown = visible_prefix([read], StableBounds(0, 24, stable))
+    if kept == 0:
+        assert shown is None
+        return
+    assert shown is not None
+    reads, cut = shown
+    assert cut == kept
+    want = [b for b in read.batches if kept is None or b.base_offset < kept]
+    assert [b.base_offset for r in reads for b in r.batches] == [b.base_offset for b in want]
+    assert not any(b.is_transactional for r in reads for b in r.batches)

@@ -254,13 +254,22 @@ async def test_persistent_slow_down_until_the_deadline(
         await asyncio.sleep(0.1)
         return s3_error(503, "SlowDown")
 
-    # attempts end at ~0.1, 0.2, 0.3 s (backoffs <= 4 ms); the 4th is cut by the 0.35 s deadline
+    # Attempts of ~0.1 s each (backoffs <= 4 ms) until the 0.35 s deadline cuts one short: how
+    # many fit depends on the machine's load, what they add up to does not.
     route = s3.get(URL).mock(side_effect=slow_503)
     r = retrier(RetryPolicy(max_attempts=100, base_delay=0.001, max_delay=0.004))
-    with pytest.raises(DeadlineExceededError, match="during attempt 4"):
+    with pytest.raises(DeadlineExceededError) as raised:
         await fetch(reader, r, deadline=0.35)
-    assert started == 4 and route.call_count == 3  # the 4th, cut short, is not recorded
-    assert (r.counters.attempts, r.counters.retries, r.counters.deadline_exceeded) == (4, 3, 1)
+    c, n, message = r.counters, started, str(raised.value)
+    outcomes = {  # where the deadline fell: (calls recorded, retries counted)
+        f"during attempt {n}": (n - 1, n - 1),  # an attempt cut short
+        f"before retry {n} could start": (n, n - 1),  # a backoff longer than what is left
+        f"before attempt {n + 1}": (n, n),  # it passed during the backoff
+    }
+    (recorded, retries), *_ = [v for k, v in outcomes.items() if k in message]
+    assert (route.call_count, c.attempts, c.retries, c.deadline_exceeded) == (
+        recorded, n, retries, 1,
+    )  # fmt: skip
 
 
 async def test_persistent_slow_down_exhausts_the_attempts(
