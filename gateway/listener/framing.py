@@ -2,7 +2,7 @@
 response. Requests are decoded with kafka-python's schema-driven messages (Kafka's own JSON
 message definitions, flexible versions and tagged fields included); responses other than
 Fetch's are encoded with them too (:func:`frame`), Fetch's around its batch views
-(:mod:`gateway.listener.fetch`).
+(:mod:`gateway.listener.fetch_wire`).
 
 A frame that cannot be a request (too short, too large, an unknown API key, a version outside
 what :data:`~gateway.listener.handlers.VERSIONS` advertises, bytes the schema cannot decode)
@@ -117,6 +117,11 @@ API_NAMES: Final[dict[int, str]] = {
 Buffer = bytes | bytearray | memoryview
 
 
+def nbytes(b: Buffer) -> int:
+    """The size of a buffer (a memoryview's in bytes, whatever its format)."""
+    return b.nbytes if isinstance(b, memoryview) else len(b)
+
+
 def _nothing() -> None:
     pass
 
@@ -135,7 +140,7 @@ class Reply:
 
     @property
     def size(self) -> int:
-        return sum(b.nbytes if isinstance(b, memoryview) else len(b) for b in self.buffers)
+        return sum(nbytes(b) for b in self.buffers)
 
 
 class MalformedRequestError(InvalidRequestError):

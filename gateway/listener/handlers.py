@@ -132,7 +132,7 @@ _REMOTE_END_SPECS: Final[dict[int, int]] = {
 MAX_NAMED: Final = 10_000
 """The most topics one Metadata request names, and the most partitions one ListOffsets
 request names (entries, duplicates counted): more is a malformed request and closes the
-connection, as a Fetch naming more than its :data:`~gateway.listener.fetch.MAX_PARTITIONS`.
+connection, as a Fetch naming more than its :data:`~gateway.listener.fetch_plan.MAX_PARTITIONS`.
 A client asks for every topic with a null list, not by naming ten thousand."""
 
 Handler = Callable[[Context, Request], Awaitable[Reply | None]]

@@ -19,15 +19,9 @@ from kafka.record import MemoryRecords
 
 from gateway.errors import NotReadyError
 from gateway.listener import codes
-from gateway.listener.fetch import (
-    MAX_PARTITIONS,
-    READ_CONCURRENCY,
-    TOPIC_IDS_FROM,
-    PartitionAnswer,
-    cut_to,
-    encode_response,
-    fetch,
-)
+from gateway.listener.fetch import READ_CONCURRENCY, fetch
+from gateway.listener.fetch_plan import MAX_PARTITIONS
+from gateway.listener.fetch_wire import TOPIC_IDS_FROM, PartitionAnswer, cut_to, encode_response
 from gateway.listener.framing import FETCH, MalformedRequestError
 from gateway.listener.handlers import VERSIONS
 from gateway.listener.sasl import Session
