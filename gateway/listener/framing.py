@@ -56,6 +56,12 @@ partitions one takes, 1,000, is about 40 KB; a SASL frame, a JWT of a few KB), a
 read whole before it is decoded. A broker's default limit, ``socket.request.max.bytes``, is
 100 MiB because it takes Produce."""
 
+MAX_NAMED: Final = 10_000
+"""The most topics one Metadata request names, and the most partitions one ListOffsets
+request names (entries, duplicates counted): more is a malformed request and closes the
+connection, as a Fetch naming more than its :data:`~gateway.listener.fetch_plan.MAX_PARTITIONS`.
+A client asks for every topic with a null list, not by naming ten thousand."""
+
 _FIXED: Final = struct.Struct(">hhi")  # api key, api version, correlation id
 _SIZE: Final = struct.Struct(">i")
 _CORRELATION: Final = struct.Struct(">i")
@@ -215,6 +221,11 @@ def name(value: Any, what: str) -> str:
     if not isinstance(value, str):
         raise MalformedRequestError(f"{what} is null")
     return value
+
+
+def response_for(request: Request) -> Any:
+    """kafka-python's response class at the request's version."""
+    return MESSAGES[request.api_key][1][request.api_version]
 
 
 def frame(response: Any, correlation_id: int) -> bytearray:
