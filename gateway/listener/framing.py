@@ -5,7 +5,7 @@ Fetch's are encoded with them too (:func:`frame`), Fetch's around its batch view
 (:mod:`gateway.listener.fetch_wire`).
 
 A frame that cannot be a request (too short, too large, an unknown API key, a version outside
-what :data:`~gateway.listener.handlers.VERSIONS` advertises, bytes the schema cannot decode)
+what :data:`~gateway.listener.dispatch.VERSIONS` advertises, bytes the schema cannot decode)
 raises :class:`MalformedRequestError`: the server closes that connection, as a broker does,
 and serves every other one on.
 """

@@ -1,59 +1,31 @@
-"""The APIs other than Fetch, and the versions advertised (:data:`VERSIONS`).
+"""Metadata (API key 3) and Produce (API key 0): the gateway as the only broker; and no
+writes.
 
-* ApiVersions (0-3): the version table; a client asking a newer ApiVersions version gets the
-  v0 answer with ``UNSUPPORTED_VERSION`` and the table, then asks again at a version listed
-  (KIP-511);
 * Metadata (1-12): the gateway as the only broker (:data:`NODE_ID`, the listener's address),
   leader of every remote partition (leader epoch: the partition's latest); partitions 0 to
   the highest with remote data, those with none ``LEADER_NOT_AVAILABLE`` with no leader (-1)
   and no replicas, as clients take the partition count from the list; topic ids; a topic
   not in the bucket: ``UNKNOWN_TOPIC_OR_PARTITION`` (never created); no topics asked (null):
-  every topic in the catalog;
-* ListOffsets (1-11): :mod:`gateway.listener.offsets`;
-* FindCoordinator (0-4), OffsetFetch (1-9), OffsetCommit (2-9), JoinGroup (0-9), SyncGroup
-  (0-5), Heartbeat (0-4), LeaveGroup (0-5), DescribeConfigs (1-4):
-  :mod:`gateway.listener.groups` (the gateway is the group coordinator of a group with no
-  committed offsets; membership, commits and configs are refused with typed errors);
+  every topic in the catalog. ACLs, as the HTTP API's (:meth:`Context.allows`): a topic
+  the principal may not ``Describe`` is ``TOPIC_AUTHORIZATION_FAILED`` whether or not it
+  exists (asked by id: ``UNKNOWN_TOPIC_ID``, as for an id not known); a request for every
+  topic lists only those the principal may describe;
 * Produce (3-9): every partition ``INVALID_REQUEST`` with the message that this is a read-only
   history listener; acks=0 (no answer expected): the connection is closed, as Kafka does
-  when such a produce fails;
-* SaslHandshake (0-1), SaslAuthenticate (0-2): :mod:`gateway.listener.sasl`.
-
-ACLs, as the HTTP API's (:meth:`Context.allows`): Metadata and ListOffsets need ``Describe``
-on the topic, Fetch ``Read``; a topic refused is ``TOPIC_AUTHORIZATION_FAILED`` whether or not
-it exists (asked by id: ``UNKNOWN_TOPIC_ID``, as for an id not known); a Metadata request for
-every topic lists only those the principal may describe.
+  when such a produce fails.
 """
 
 from __future__ import annotations
 
 import logging
 import uuid
-from collections.abc import Awaitable, Callable
 from typing import Any, Final
 
 from gateway.errors import GatewayError
-from gateway.listener import codes, groups
+from gateway.listener import codes
 from gateway.listener.context import NODE_ID, Context
-from gateway.listener.fetch import fetch
 from gateway.listener.framing import (
-    API_VERSIONS,
-    DESCRIBE_CONFIGS,
-    FETCH,
-    FIND_COORDINATOR,
-    HEARTBEAT,
-    JOIN_GROUP,
-    LEAVE_GROUP,
-    LIST_OFFSETS,
     MAX_NAMED,
-    MESSAGES,
-    METADATA,
-    OFFSET_COMMIT,
-    OFFSET_FETCH,
-    PRODUCE,
-    SASL_AUTHENTICATE,
-    SASL_HANDSHAKE,
-    SYNC_GROUP,
     MalformedRequestError,
     Reply,
     Request,
@@ -62,69 +34,14 @@ from gateway.listener.framing import (
     name,
     response_for,
 )
-from gateway.listener.offsets import list_offsets
 from gateway.security.acl import Operation
 
 log = logging.getLogger(__name__)
-
-VERSIONS: Final[dict[int, tuple[int, int]]] = {
-    PRODUCE: (3, 9),
-    FETCH: (4, 18),
-    LIST_OFFSETS: (1, 11),
-    METADATA: (1, 12),
-    OFFSET_COMMIT: (2, 9),
-    OFFSET_FETCH: (1, 9),
-    FIND_COORDINATOR: (0, 4),
-    JOIN_GROUP: (0, 9),
-    HEARTBEAT: (0, 4),
-    LEAVE_GROUP: (0, 5),
-    SYNC_GROUP: (0, 5),
-    API_VERSIONS: (0, 3),
-    SASL_HANDSHAKE: (0, 1),
-    SASL_AUTHENTICATE: (0, 2),
-    DESCRIBE_CONFIGS: (1, 4),
-}
-"""API key -> the versions served. Fetch from 4 (isolation levels, aborted transactions), to 18
-(v13+ names topics by id); ListOffsets to 11 (every special timestamp); OffsetFetch and
-OffsetCommit to 9 (v10 names topics by id); FindCoordinator to 4 (v5+ adds share groups). Every
-version listed is one kafka-python's schemas decode and ``tests/unit/listener`` asks."""
 
 CLUSTER_ID: Final = "tiered-gateway"
 READ_ONLY: Final = (
     "this is a read-only Kafka listener over tiered history: Produce is not supported"
 )
-Handler = Callable[[Context, Request], Awaitable[Reply | None]]
-
-
-def api_versions_table(response_class: Any) -> list[Any]:
-    return [
-        response_class.ApiVersion(api_key=key, min_version=low, max_version=high)
-        for key, (low, high) in sorted(VERSIONS.items())
-    ]
-
-
-def unsupported_api_versions(correlation_id: int) -> Reply:
-    """The v0 ApiVersions answer to a version newer than 3: ``UNSUPPORTED_VERSION`` and the
-    table, from which the client picks the version to ask again with."""
-    response_class = MESSAGES[API_VERSIONS][1][0]
-    body = response_class(
-        error_code=codes.UNSUPPORTED_VERSION, api_keys=api_versions_table(response_class)
-    )
-    return Reply([frame(body, correlation_id)])
-
-
-async def api_versions(ctx: Context, request: Request) -> Reply:
-    response_class = response_for(request)
-    body = response_class(
-        error_code=codes.NONE,
-        api_keys=api_versions_table(response_class),
-        throttle_time_ms=0,
-        supported_features=[],
-        finalized_features_epoch=-1,
-        finalized_features=[],
-        zk_migration_ready=False,
-    )
-    return Reply([frame(body, request.correlation_id)])
 
 
 async def metadata(ctx: Context, request: Request) -> Reply:
@@ -278,20 +195,3 @@ async def produce(ctx: Context, request: Request) -> Reply | None:
     return Reply(
         [frame(response_class(throttle_time_ms=0, responses=topics), request.correlation_id)]
     )
-
-
-HANDLERS: Final[dict[int, Handler]] = {
-    API_VERSIONS: api_versions,
-    METADATA: metadata,
-    LIST_OFFSETS: list_offsets,
-    FETCH: fetch,
-    FIND_COORDINATOR: groups.find_coordinator,
-    OFFSET_FETCH: groups.offset_fetch,
-    OFFSET_COMMIT: groups.offset_commit,
-    JOIN_GROUP: groups.join_group,
-    SYNC_GROUP: groups.sync_group,
-    HEARTBEAT: groups.heartbeat,
-    LEAVE_GROUP: groups.leave_group,
-    DESCRIBE_CONFIGS: groups.describe_configs,
-    PRODUCE: produce,
-}

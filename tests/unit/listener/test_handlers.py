@@ -20,6 +20,7 @@ from kafka.protocol.producer.produce import ProduceRequest, ProduceResponse
 from gateway.config import parse_listener, settings_for
 from gateway.errors import ConfigurationError
 from gateway.listener import codes
+from gateway.listener.dispatch import VERSIONS, answer
 from gateway.listener.fetch import READ_CONCURRENCY
 from gateway.listener.framing import (
     LIST_OFFSETS,
@@ -28,9 +29,8 @@ from gateway.listener.framing import (
     MalformedRequestError,
     frame_size,
 )
-from gateway.listener.handlers import VERSIONS
 from gateway.listener.offsets import _epoch_of
-from gateway.listener.server import answer, check_listener
+from gateway.listener.startup import check_listener
 from gateway.service.types import OffsetResult, PartitionInfo
 from tests.unit.listener.support import (
     END,
@@ -423,5 +423,5 @@ def test_the_listener_address_and_the_start_checks() -> None:
     check_listener(settings_for(store="file:///", workers=1, kafka_listener="localhost:9092"))
     with pytest.raises(ConfigurationError, match="loopback"):
         check_listener(settings_for(store="file:///", workers=1, kafka_listener="0.0.0.0:9092"))
-    # several workers share the listener's sockets (server.bind_listener): not refused
+    # several workers share the listener's sockets (startup.bind_listener): not refused
     check_listener(settings_for(store="file:///", workers=2, kafka_listener="[::1]:9092"))
