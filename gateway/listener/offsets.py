@@ -33,6 +33,7 @@ from typing import Any, Final
 
 from gateway.deadline import Deadline
 from gateway.errors import DeadlineExceededError
+from gateway.kafka.epoch import LeaderEpochCache
 from gateway.listener import codes
 from gateway.listener.context import Context
 from gateway.listener.failures import Failures
@@ -49,7 +50,7 @@ from gateway.listener.framing import (
 )
 from gateway.security.acl import Operation
 from gateway.service.protocol import OffsetSpec
-from gateway.service.types import IsolationLevel
+from gateway.service.types import IsolationLevel, OffsetResult
 
 log = logging.getLogger(__name__)
 
@@ -97,34 +98,57 @@ async def _offset(
     elif timestamp >= 0:
         spec = timestamp
     elif version >= _REMOTE_END_SPECS.get(timestamp, version + 1):
-        # the remote log end (read_uncommitted: every offset in remote storage), its epoch
-        end = await ctx.service.list_offsets(
-            topic, partition, "latest", deadline, isolation=IsolationLevel.READ_UNCOMMITTED
-        )
-        epoch = -1 if end.leader_epoch is None else end.leader_epoch
-        if timestamp == EARLIEST_LOCAL or (timestamp == EARLIEST_PENDING_UPLOAD and end.offset > 0):
-            return end.offset, -1, epoch
-        if timestamp == EARLIEST_PENDING_UPLOAD:  # nothing uploaded: as EARLIEST (§12.1)
-            spec = "earliest"
-        elif end.offset <= 0:  # LATEST_TIERED, nothing in remote storage
-            return -1, -1, -1
-        else:
-            info = await ctx.service.partition(topic, partition)
-            return end.offset - 1, -1, _epoch_of(info.leader_epochs, end.offset - 1)
+        return await _remote_tier(ctx, topic, partition, timestamp, deadline=deadline,
+                                  isolation=isolation)  # fmt: skip
     else:
         return None
-    found = await ctx.service.list_offsets(topic, partition, spec, deadline, isolation=isolation)
+    return _triple(await ctx.service.list_offsets(topic, partition, spec, deadline,
+                                                  isolation=isolation))  # fmt: skip
+
+
+async def _remote_tier(
+    ctx: Context,
+    topic: str,
+    partition: int,
+    timestamp: int,
+    *,
+    deadline: Deadline,
+    isolation: IsolationLevel,
+) -> tuple[int, int, int]:
+    """The answer to ``-4`` EARLIEST_LOCAL, ``-5`` LATEST_TIERED or ``-6``
+    EARLIEST_PENDING_UPLOAD (the module docstring), from the remote log end read
+    read_uncommitted (every offset in remote storage) and its epoch. What these mean for a
+    log that is all remote tier is the service's semantics, answered here from its
+    ``latest``, ``earliest`` and partition bounds."""
+    end = await ctx.service.list_offsets(
+        topic, partition, "latest", deadline, isolation=IsolationLevel.READ_UNCOMMITTED
+    )
+    epoch = -1 if end.leader_epoch is None else end.leader_epoch
+    if timestamp == EARLIEST_LOCAL or (timestamp == EARLIEST_PENDING_UPLOAD and end.offset > 0):
+        return end.offset, -1, epoch
+    if timestamp == EARLIEST_PENDING_UPLOAD:  # nothing uploaded: as EARLIEST (§12.1)
+        found = await ctx.service.list_offsets(
+            topic, partition, "earliest", deadline, isolation=isolation
+        )
+        return _triple(found)
+    if end.offset <= 0:  # LATEST_TIERED, nothing in remote storage
+        return -1, -1, -1
+    info = await ctx.service.partition(topic, partition)
+    return end.offset - 1, -1, _epoch_of(info.leader_epochs, end.offset - 1)
+
+
+def _triple(found: OffsetResult) -> tuple[int, int, int]:
+    """A service answer as the partition's (offset, timestamp, leader epoch); -1: none."""
     return found.offset, found.timestamp, -1 if found.leader_epoch is None else found.leader_epoch
 
 
 def _epoch_of(lineage: Sequence[tuple[int, int]], offset: int) -> int:
-    """The leader epoch of ``offset`` in an epoch lineage ((epoch, start offset), ascending):
-    the last epoch starting at or before it; -1 when none does."""
-    epoch = -1
-    for e, start in lineage:
-        if start <= offset:
-            epoch = e
-    return epoch
+    """The leader epoch of ``offset`` in a partition's epoch lineage ((epoch, start offset),
+    ascending, as :class:`~gateway.service.types.PartitionInfo` shows it, from the service's
+    own :class:`LeaderEpochCache`): Kafka's ``epochForOffset``, the last epoch starting at or
+    before it; -1 when none does."""
+    epoch = LeaderEpochCache(lineage).epoch_for_offset(offset)
+    return -1 if epoch is None else epoch
 
 
 async def list_offsets(ctx: Context, request: Request) -> Reply:
