@@ -69,8 +69,12 @@ def name_of(code: int) -> str:
     return NAMES.get(code, str(code))
 
 
-def error_code(exc: GatewayError) -> int:
-    """The Kafka error code a partition's answer carries for ``exc``."""
+def error_code(exc: Exception) -> int:
+    """The Kafka error code an answer carries for ``exc``: the listener's one table from an
+    exception to a code (any exception that is not a :class:`GatewayError` is a bug:
+    ``UNKNOWN_SERVER_ERROR``; :meth:`Failures.failed` logs it so)."""
+    if not isinstance(exc, GatewayError):
+        return UNKNOWN_SERVER_ERROR
     if isinstance(exc, UnknownTopicOrPartitionError):
         return UNKNOWN_TOPIC_OR_PARTITION
     if isinstance(exc, OffsetOutOfRangeError):

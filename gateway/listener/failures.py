@@ -7,6 +7,7 @@ import logging
 from dataclasses import dataclass, field
 from typing import Final
 
+from gateway.errors import GatewayError
 from gateway.listener import codes
 
 LOGGED: Final = 3
@@ -30,6 +31,18 @@ class Failures:
         self.serious |= code in (codes.UNKNOWN_SERVER_ERROR, codes.CORRUPT_MESSAGE)
         if len(self.examples) < LOGGED:
             self.examples.append(f"{where}: error {code}: {what}")
+
+    def failed(self, where: str, exc: Exception) -> int:
+        """The error code of a partition whose read or lookup raised ``exc``
+        (:func:`codes.error_code`), added to the line; an exception that is not a
+        :class:`GatewayError` is a bug, logged with its traceback (the first one's)."""
+        code = codes.error_code(exc)
+        if isinstance(exc, GatewayError):
+            self.add(where, code, exc)
+        else:
+            self.add(where, code, repr(exc))
+            self.unexpected = self.unexpected or exc
+        return code
 
     def log(self) -> None:
         if not self.count:

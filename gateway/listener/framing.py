@@ -2,10 +2,10 @@
 response. Requests are decoded with kafka-python's schema-driven messages (Kafka's own JSON
 message definitions, flexible versions and tagged fields included); responses other than
 Fetch's are encoded with them too (:func:`frame`), Fetch's around its batch views
-(:mod:`gateway.listener.fetch`).
+(:mod:`gateway.listener.fetch_wire`).
 
 A frame that cannot be a request (too short, too large, an unknown API key, a version outside
-what :data:`~gateway.listener.handlers.VERSIONS` advertises, bytes the schema cannot decode)
+what :data:`~gateway.listener.dispatch.VERSIONS` advertises, bytes the schema cannot decode)
 raises :class:`MalformedRequestError`: the server closes that connection, as a broker does,
 and serves every other one on.
 """
@@ -55,6 +55,12 @@ MAX_FRAME_BYTES: Final = 1024 * 1024
 partitions one takes, 1,000, is about 40 KB; a SASL frame, a JWT of a few KB), and a frame is
 read whole before it is decoded. A broker's default limit, ``socket.request.max.bytes``, is
 100 MiB because it takes Produce."""
+
+MAX_NAMED: Final = 10_000
+"""The most topics one Metadata request names, and the most partitions one ListOffsets
+request names (entries, duplicates counted): more is a malformed request and closes the
+connection, as a Fetch naming more than its :data:`~gateway.listener.fetch_plan.MAX_PARTITIONS`.
+A client asks for every topic with a null list, not by naming ten thousand."""
 
 _FIXED: Final = struct.Struct(">hhi")  # api key, api version, correlation id
 _SIZE: Final = struct.Struct(">i")
@@ -117,6 +123,11 @@ API_NAMES: Final[dict[int, str]] = {
 Buffer = bytes | bytearray | memoryview
 
 
+def nbytes(b: Buffer) -> int:
+    """The size of a buffer (a memoryview's in bytes, whatever its format)."""
+    return b.nbytes if isinstance(b, memoryview) else len(b)
+
+
 def _nothing() -> None:
     pass
 
@@ -135,7 +146,7 @@ class Reply:
 
     @property
     def size(self) -> int:
-        return sum(b.nbytes if isinstance(b, memoryview) else len(b) for b in self.buffers)
+        return sum(nbytes(b) for b in self.buffers)
 
 
 class MalformedRequestError(InvalidRequestError):
@@ -210,6 +221,11 @@ def name(value: Any, what: str) -> str:
     if not isinstance(value, str):
         raise MalformedRequestError(f"{what} is null")
     return value
+
+
+def response_for(request: Request) -> Any:
+    """kafka-python's response class at the request's version."""
+    return MESSAGES[request.api_key][1][request.api_version]
 
 
 def frame(response: Any, correlation_id: int) -> bytearray:

@@ -47,7 +47,7 @@ from typing import Any, Final
 
 from gateway.listener import codes
 from gateway.listener.context import NODE_ID, Context
-from gateway.listener.framing import MESSAGES, Reply, Request, array, frame, name
+from gateway.listener.framing import Reply, Request, array, frame, name, response_for
 from gateway.security.acl import Operation
 
 log = logging.getLogger(__name__)
@@ -73,17 +73,12 @@ _TRANSACTION: Final = 1
 _TOPIC_RESOURCE: Final = 2  # DescribeConfigs resource type
 
 
-def _response(request: Request) -> Any:
-    """kafka-python's response class at the request's version."""
-    return MESSAGES[request.api_key][1][request.api_version]
-
-
 def _reply(body: Any, request: Request, error: int) -> Reply:
     return Reply([frame(body, request.correlation_id)], error=error)
 
 
 async def find_coordinator(ctx: Context, request: Request) -> Reply:
-    response_class = _response(request)
+    response_class = response_for(request)
     body = request.body
     key_type = body.key_type if request.api_version >= 1 else _GROUP
     if key_type == _GROUP:
@@ -115,7 +110,7 @@ async def find_coordinator(ctx: Context, request: Request) -> Reply:
 
 
 async def offset_fetch(ctx: Context, request: Request) -> Reply:
-    response_class = _response(request)
+    response_class = response_for(request)
     body = request.body
     error = codes.NONE
     if request.api_version >= 8:
@@ -168,7 +163,7 @@ def _no_offsets(
 
 
 async def offset_commit(ctx: Context, request: Request) -> Reply:
-    response_class = _response(request)
+    response_class = response_for(request)
     topic_class = response_class.OffsetCommitResponseTopic
     partition_class = topic_class.OffsetCommitResponsePartition
     name(request.body.group_id, "the group id")
@@ -188,7 +183,7 @@ async def offset_commit(ctx: Context, request: Request) -> Reply:
 async def join_group(ctx: Context, request: Request) -> Reply:
     """Refused; logged (a client retries a refused join every few seconds at most), so the
     operator sees why a consumer gets no partitions."""
-    response_class = _response(request)
+    response_class = response_for(request)
     log.info("JoinGroup of group %r from %s (%s) refused: %s", request.body.group_id,
              request.principal, request.client_id, GROUPS_UNSUPPORTED)  # fmt: skip
     flexible_null = None if request.api_version >= 7 else ""  # nullable from v7
@@ -207,7 +202,7 @@ async def join_group(ctx: Context, request: Request) -> Reply:
 
 
 async def sync_group(ctx: Context, request: Request) -> Reply:
-    response = _response(request)(
+    response = response_for(request)(
         throttle_time_ms=0,
         error_code=GROUP_CODE,
         protocol_type=None,
@@ -218,12 +213,12 @@ async def sync_group(ctx: Context, request: Request) -> Reply:
 
 
 async def heartbeat(ctx: Context, request: Request) -> Reply:
-    response = _response(request)(throttle_time_ms=0, error_code=GROUP_CODE)
+    response = response_for(request)(throttle_time_ms=0, error_code=GROUP_CODE)
     return _reply(response, request, GROUP_CODE)
 
 
 async def leave_group(ctx: Context, request: Request) -> Reply:
-    response_class = _response(request)
+    response_class = response_for(request)
     members = []
     if request.api_version >= 3:
         member_class = response_class.MemberResponse
@@ -238,7 +233,7 @@ async def leave_group(ctx: Context, request: Request) -> Reply:
 
 
 async def describe_configs(ctx: Context, request: Request) -> Reply:
-    response_class = _response(request)
+    response_class = response_for(request)
     result_class = response_class.DescribeConfigsResult
     results = []
     error = codes.NONE

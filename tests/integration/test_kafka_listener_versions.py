@@ -32,7 +32,7 @@ from kafka.protocol.metadata.api_versions import ApiVersionsRequest, ApiVersions
 from kafka.protocol.metadata.metadata import MetadataRequest, MetadataResponse
 from kafka.record import MemoryRecords
 
-from gateway.listener.handlers import VERSIONS
+from gateway.listener.dispatch import VERSIONS
 from tests.fixtures.ports import listening_ports
 from tests.integration.independent_bucket import IndependentBucket, WrittenPartition
 from tests.integration.kafka_clients import client_record, guard

@@ -39,7 +39,7 @@ from kafka.protocol.metadata.metadata import MetadataResponse
 from prometheus_client.parser import text_string_to_metric_families
 
 from gateway.config import settings_for
-from gateway.listener.server import bind_listener
+from gateway.listener.startup import bind_listener
 from gateway.storage.filesystem import FilesystemStore
 from tests.fixtures.ports import bound_socket, port_of
 from tests.fixtures.tls import Pki

@@ -30,8 +30,8 @@ from gateway.errors import (
     UnknownTopicOrPartitionError,
 )
 from gateway.listener.context import Context
+from gateway.listener.dispatch import VERSIONS
 from gateway.listener.framing import Reply, Request, decode
-from gateway.listener.handlers import VERSIONS
 from gateway.service.admission import ByteBudget
 from gateway.service.protocol import OffsetSpec
 from gateway.service.types import (

@@ -27,8 +27,10 @@ from gateway.config import settings_for
 from gateway.errors import ConfigurationError
 from gateway.listener import codes
 from gateway.listener.context import Context
+from gateway.listener.dispatch import answer
 from gateway.listener.sasl import Session
-from gateway.listener.server import KafkaListener, answer, check_listener
+from gateway.listener.server import KafkaListener
+from gateway.listener.startup import check_listener
 from gateway.security.audit import AuditLog
 from tests.unit.listener.secure import call, connect, secured
 from tests.unit.listener.support import (

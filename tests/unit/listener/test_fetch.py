@@ -19,19 +19,12 @@ from kafka.record import MemoryRecords
 
 from gateway.errors import NotReadyError
 from gateway.listener import codes
-from gateway.listener.fetch import (
-    MAX_PARTITIONS,
-    READ_CONCURRENCY,
-    TOPIC_IDS_FROM,
-    PartitionAnswer,
-    cut_to,
-    encode_response,
-    fetch,
-)
+from gateway.listener.dispatch import VERSIONS, answer
+from gateway.listener.fetch import READ_CONCURRENCY, fetch
+from gateway.listener.fetch_plan import MAX_PARTITIONS
+from gateway.listener.fetch_wire import TOPIC_IDS_FROM, PartitionAnswer, cut_to, encode_response
 from gateway.listener.framing import FETCH, MalformedRequestError
-from gateway.listener.handlers import VERSIONS
 from gateway.listener.sasl import Session
-from gateway.listener.server import answer
 from gateway.service.types import AbortedTransaction
 from tests.unit.listener.secure import secured
 from tests.unit.listener.support import (

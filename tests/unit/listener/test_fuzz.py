@@ -14,8 +14,8 @@ from kafka.protocol.consumer.offsets import ListOffsetsRequest
 from kafka.protocol.metadata.api_versions import ApiVersionsRequest
 from kafka.protocol.metadata.metadata import MetadataRequest
 
+from gateway.listener.dispatch import answer
 from gateway.listener.framing import MalformedRequestError
-from gateway.listener.server import answer
 from tests.unit.listener.support import TOPIC, context, request, unframe
 
 FETCH_V4_FIELDS = (

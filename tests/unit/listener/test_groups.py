@@ -34,11 +34,10 @@ from kafka.protocol.metadata.find_coordinator import (
 
 from gateway.listener import codes, framing
 from gateway.listener.context import NODE_ID, Context
+from gateway.listener.dispatch import HANDLERS, VERSIONS, answer, open_session
 from gateway.listener.framing import MalformedRequestError
 from gateway.listener.groups import NO_CONFIGS, NO_TRANSACTIONS
-from gateway.listener.handlers import HANDLERS, VERSIONS
 from gateway.listener.sasl import Session
-from gateway.listener.server import answer, open_session
 from tests.unit.listener.secure import secured
 from tests.unit.listener.support import TOPIC, FakeService, context, request, unframe
 

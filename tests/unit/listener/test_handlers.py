@@ -20,15 +20,17 @@ from kafka.protocol.producer.produce import ProduceRequest, ProduceResponse
 from gateway.config import parse_listener, settings_for
 from gateway.errors import ConfigurationError
 from gateway.listener import codes
+from gateway.listener.dispatch import VERSIONS, answer
 from gateway.listener.fetch import READ_CONCURRENCY
 from gateway.listener.framing import (
     LIST_OFFSETS,
     MAX_FRAME_BYTES,
+    MAX_NAMED,
     MalformedRequestError,
     frame_size,
 )
-from gateway.listener.handlers import MAX_NAMED, VERSIONS, _epoch_of
-from gateway.listener.server import answer, check_listener
+from gateway.listener.offsets import _epoch_of
+from gateway.listener.startup import check_listener
 from gateway.service.types import OffsetResult, PartitionInfo
 from tests.unit.listener.support import (
     END,
@@ -256,7 +258,7 @@ def test_list_offsets_reads_a_few_partitions_at_a_time_and_logs_failures_once(
     payload = _list_offsets_request(
         11, [(TOPIC, [(p, -2) for p in range(40)]), ("nope", [(p, -2) for p in range(200)])]
     )
-    with caplog.at_level(logging.INFO, logger="gateway.listener.handlers"):
+    with caplog.at_level(logging.INFO, logger="gateway.listener.offsets"):
         reply = asyncio.run(answer(context(service), payload))
     response = ListOffsetsResponse[11].decode(unframe(reply), version=11, header=True)
     known, unknown = response.topics
@@ -266,7 +268,7 @@ def test_list_offsets_reads_a_few_partitions_at_a_time_and_logs_failures_once(
     assert {p.error_code for p in unknown.partitions} == {codes.UNKNOWN_TOPIC_OR_PARTITION}
     assert len(service.asked) == 240
     assert 1 < service.most <= READ_CONCURRENCY
-    lines = [r.getMessage() for r in caplog.records if r.name == "gateway.listener.handlers"]
+    lines = [r.getMessage() for r in caplog.records if r.name == "gateway.listener.offsets"]
     assert len(lines) == 1 and "list offsets: 200 partition(s) failed" in lines[0]
 
 
@@ -287,13 +289,13 @@ def test_an_unexpected_error_is_its_partitions_answer_and_the_others_are_given(
     request failed and the connection closed, the other lookups left running)."""
     service = _Bug()
     payload = _list_offsets_request(11, [(TOPIC, [(p, -2) for p in range(20)])])
-    with caplog.at_level(logging.INFO, logger="gateway.listener.handlers"):
+    with caplog.at_level(logging.INFO, logger="gateway.listener.offsets"):
         reply = asyncio.run(answer(context(service), payload))
     response = ListOffsetsResponse[11].decode(unframe(reply), version=11, header=True)
     got = [(p.partition_index, p.error_code) for p in response.topics[0].partitions]
     assert got == [(0, codes.UNKNOWN_SERVER_ERROR)] + [(p, 0) for p in range(1, 20)]
     assert sorted(p for _, p in service.asked) == list(range(1, 20))
-    (line,) = [r for r in caplog.records if r.name == "gateway.listener.handlers"]
+    (line,) = [r for r in caplog.records if r.name == "gateway.listener.offsets"]
     assert line.levelno == logging.WARNING and line.exc_info is not None
 
 
@@ -421,5 +423,5 @@ def test_the_listener_address_and_the_start_checks() -> None:
     check_listener(settings_for(store="file:///", workers=1, kafka_listener="localhost:9092"))
     with pytest.raises(ConfigurationError, match="loopback"):
         check_listener(settings_for(store="file:///", workers=1, kafka_listener="0.0.0.0:9092"))
-    # several workers share the listener's sockets (server.bind_listener): not refused
+    # several workers share the listener's sockets (startup.bind_listener): not refused
     check_listener(settings_for(store="file:///", workers=2, kafka_listener="[::1]:9092"))

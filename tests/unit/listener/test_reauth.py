@@ -1,7 +1,7 @@
 """KIP-368 re-authentication on the Kafka listener (``kafka_reauth_ms``, Kafka's
 ``connections.max.reauth.ms``).
 
-Most tests drive :func:`gateway.listener.server.answer` on a :class:`Session` whose clocks are a
+Most tests drive :func:`gateway.listener.dispatch.answer` on a :class:`Session` whose clocks are a
 :class:`FakeClock`: when a session ends is decided by moving the clock, never by sleeping. The
 lifetime answered is ``kafka_reauth_ms``, or what is left of the JWT when that is sooner; a
 request past the end closes the connection unless the client re-authenticates on it (same
@@ -29,6 +29,7 @@ from kafka.protocol.sasl import (
 
 from gateway.listener import codes
 from gateway.listener.context import Context
+from gateway.listener.dispatch import answer
 from gateway.listener.framing import Reply
 from gateway.listener.sasl import (
     OAUTHBEARER,
@@ -37,7 +38,6 @@ from gateway.listener.sasl import (
     SessionExpiredError,
     UnauthenticatedRequestError,
 )
-from gateway.listener.server import answer
 from tests.unit.listener.secure import (
     Conn,
     Secured,

@@ -28,7 +28,8 @@ from gateway.config import settings_for
 from gateway.errors import AuthenticationError
 from gateway.listener import codes
 from gateway.listener.sasl import OAUTHBEARER, PLAIN, verify
-from gateway.listener.server import KafkaListener, server_tls
+from gateway.listener.server import KafkaListener
+from gateway.listener.startup import server_tls
 from gateway.security.access import access_for
 from tests.fixtures.tls import Pki
 from tests.unit.listener.secure import (
