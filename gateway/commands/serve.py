@@ -130,7 +130,8 @@ def serve(settings: Settings, service_factory: ServiceFactory | None = None) -> 
     limit_arenas(settings.malloc_arenas)  # before any thread: the workers inherit it
     companion = None
     if settings.kafka_listener is not None:  # kafka-python's protocol only when it is on
-        from gateway.listener.server import check_listener, listening  # noqa: PLC0415
+        from gateway.listener.server import listening  # noqa: PLC0415
+        from gateway.listener.startup import check_listener  # noqa: PLC0415
 
         check_listener(settings)
         companion = listening

@@ -36,7 +36,7 @@ from gateway.config.names import CONFIG_ENV, ENV_PREFIX, LIST_FIELDS, describe, 
 from gateway.config.reads import ReadSettings
 from gateway.config.schemas import SchemaSettings
 from gateway.config.security import SecuritySettings
-from gateway.config.serving import ServingSettings
+from gateway.config.serving import ServingSettings, is_loopback
 from gateway.config.settings import GROUPS, CommandSettings, Settings
 from gateway.config.store import StoreSettings
 from gateway.config.units import ByteSize, GiB, KiB, LogLevel, MiB, parse_byte_size, usable_cpus
@@ -64,6 +64,7 @@ __all__ = [
     "describe",
     "env_name",
     "flag_name",
+    "is_loopback",
     "load_command_settings",
     "load_settings",
     "parse_byte_size",

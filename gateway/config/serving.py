@@ -123,9 +123,16 @@ class ServingSettings(BaseModel):
     @property
     def loopback(self) -> bool:
         """Whether ``host`` only accepts local connections."""
-        if self.host == "localhost":
-            return True
-        try:
-            return ipaddress.ip_address(self.host).is_loopback
-        except ValueError:
-            return False  # a host name: it may resolve to anything
+        return is_loopback(self.host)
+
+
+def is_loopback(host: str) -> bool:
+    """Whether ``host`` (an address, or ``localhost``) only accepts local connections; a host
+    name is not (it may resolve to anything). The one rule of the HTTP server, the Kafka
+    listener and the JWKS URL check."""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False

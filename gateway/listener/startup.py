@@ -9,29 +9,16 @@
   them and serves them (``listening(..., sockets=...)``), and the kernel hands each
   connection to one of the workers blocked in ``accept``. The port advertised is the one
   bound (the same in every worker, port 0 included); ``max_connections`` is then each
-  worker's share (:meth:`~gateway.config.Settings.per_worker`), as for its HTTP connections.
+  worker's share (:func:`~gateway.commands.budgets.per_worker`), as for its HTTP connections.
 """
 
 from __future__ import annotations
 
-import ipaddress
 import socket
 import ssl
 
-from gateway.config import Settings, parse_listener
+from gateway.config import Settings, is_loopback, parse_listener
 from gateway.errors import ConfigurationError
-
-
-def is_loopback(host: str) -> bool:
-    """Whether ``host`` (an address, or ``localhost``) only accepts local connections; a host
-    name is not (it may resolve to anything). The rule of :attr:`Settings.loopback`, for
-    the listener's own host."""
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
 
 
 def check_listener(settings: Settings) -> None:

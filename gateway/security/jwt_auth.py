@@ -15,7 +15,6 @@ Cached keys stay usable for ``2 * jwks_max_age_s`` after they were fetched when 
 from __future__ import annotations
 
 import asyncio
-import ipaddress
 import json
 import re
 import time
@@ -28,6 +27,7 @@ from urllib.parse import urlsplit
 import httpx
 import jwt
 
+from gateway.config import is_loopback
 from gateway.errors import AuthenticationError, AuthUnavailableError, ConfigurationError
 
 Fetcher = Callable[[str, float], Awaitable[bytes]]
@@ -100,16 +100,9 @@ def _check_jwks_url(url: str) -> None:
     host = parts.hostname or ""
     if parts.scheme == "https" and host:
         return
-    if parts.scheme == "http" and (host == "localhost" or _is_loopback(host)):
+    if parts.scheme == "http" and is_loopback(host):
         return
     raise ConfigurationError(f"JWKS URL must be https (http only to loopback): {url!r}")
-
-
-def _is_loopback(host: str) -> bool:
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
 
 
 # --- the keys ---------------------------------------------------------------------------------
