@@ -13,7 +13,12 @@ The ring is written in order (FIFO: a writer reserves the bytes after the last r
 wraps at the end), so a run is overwritten once ``size`` bytes were reserved after it. Whether
 that happened is one comparison with the ring's *head* (the bytes ever reserved), read after the
 copy: a copy that a writer may have overwritten while it was taken is thrown away (a miss), so a
-torn run is never served (a seqlock: writers move the head before they write). Runs are announced
+torn run is never served (a seqlock: writers move the head before they write). That check alone
+would miss a writer that reserved its bytes, then stalled (a loaded machine) while the ring went
+round once: its late bytes would land in a newer run the head says is intact. So every write in
+flight holds a *slot* with where it began, and a reservation that would reach it a ring later is
+refused (that run is not shared) until the write is announced and its slot freed (or its
+process is found gone: a worker killed while it wrote). Runs are announced
 in a *journal* (fixed-size entries, also a ring) only once their bytes are written; each worker
 keeps its own index of the journal's entries, read on a miss. Only the head and the journal are
 written under the lock (a semaphore in shared memory, taken for microseconds; it is also the
@@ -36,6 +41,7 @@ import bisect
 import logging
 import mmap
 import multiprocessing
+import os
 import struct
 import threading
 import uuid
@@ -52,6 +58,10 @@ log = logging.getLogger(__name__)
 _HEAD: Final = struct.Struct("<qq")  # bytes ever reserved, journal entries ever written
 _ENTRY: Final = struct.Struct("<16sqqqqqq")  # segment, first, last, position, at, length, batches
 _TABLE: Final = 24  # bytes of table per batch: end, base, last offset
+_SLOT: Final = struct.Struct("<qq")  # a write in flight: where it began (or -1), its pid
+WRITERS: Final = 64  # writes in flight at once, all processes and threads; more are not shared
+_SLOTS_AT: Final = _HEAD.size
+_JOURNAL_AT: Final = _SLOTS_AT + WRITERS * _SLOT.size
 LOCK_TIMEOUT_S: Final = 0.5
 MAX_RUN_SHARE: Final = 8  # a run larger than 1/8 of the ring is not shared
 ENTRY_BYTES: Final = 4 << 10  # journal entries: one per 4 KiB of ring
@@ -84,7 +94,9 @@ class SharedRunArena:
         self.size = size
         self.capacity = max(1024, size // ENTRY_BYTES)
         self._ring = mmap.mmap(-1, size)
-        self._meta = mmap.mmap(-1, _HEAD.size + self.capacity * _ENTRY.size)
+        self._meta = mmap.mmap(-1, _JOURNAL_AT + self.capacity * _ENTRY.size)
+        for i in range(WRITERS):
+            _SLOT.pack_into(self._meta, _SLOTS_AT + i * _SLOT.size, -1, 0)
         self._view = np.frombuffer(self._ring, np.uint8)
         self._lock = multiprocessing.get_context("fork").Lock()
         self._local = threading.Lock()  # this process's index, between its threads
@@ -117,9 +129,10 @@ class SharedRunArena:
         total = length + _TABLE * len(run)
         if self._broken or total > self.size // MAX_RUN_SHARE:
             return False
-        at = self._reserve(total)
-        if at is None:
+        reserved = self._reserve(total)
+        if reserved is None:
             return False
+        at, slot = reserved
         lo = at % self.size
         view = self._view
         view[lo : lo + length] = np.frombuffer(run.data, np.uint8)
@@ -132,13 +145,14 @@ class SharedRunArena:
             segment.bytes, run.first_offset, run.last_offset, run.position, at, length, len(run)
         )
         if not self._locked():
-            return False
+            return False  # the slot stays taken: this process stops sharing (_locked)
         try:
+            _SLOT.pack_into(self._meta, slot, -1, 0)
             head, count = self._counters()
             if head > at + self.size:  # overwritten already: writers wrapped past it
                 return False
-            slot = _HEAD.size + (count % self.capacity) * _ENTRY.size
-            self._meta[slot : slot + _ENTRY.size] = entry
+            where = _JOURNAL_AT + (count % self.capacity) * _ENTRY.size
+            self._meta[where : where + _ENTRY.size] = entry
             _HEAD.pack_into(self._meta, 0, head, count + 1)
         finally:
             self._lock.release()
@@ -146,9 +160,11 @@ class SharedRunArena:
         self.bytes_published += length
         return True
 
-    def _reserve(self, total: int) -> int | None:
+    def _reserve(self, total: int) -> tuple[int, int] | None:
         """Where ``total`` bytes begin (counted in bytes ever reserved), contiguous in the
-        ring; the head moves past them before a byte is written."""
+        ring, and the slot that holds it while they are written; the head moves past them
+        before a byte is written. None when every slot is taken, or when the bytes would reach
+        a write still in flight a ring later."""
         if not self._locked():
             return None
         try:
@@ -156,10 +172,25 @@ class SharedRunArena:
             at = head
             if at % self.size + total > self.size:  # do not straddle the end: wrap
                 at += self.size - at % self.size
+            free, oldest = None, None
+            for i in range(WRITERS):
+                where = _SLOTS_AT + i * _SLOT.size
+                began, pid = _SLOT.unpack_from(self._meta, where)
+                in_the_way = at + total > began + self.size or free is None
+                if began >= 0 and in_the_way and not _alive(pid):  # killed while it wrote
+                    _SLOT.pack_into(self._meta, where, -1, 0)
+                    began = -1
+                if began < 0:
+                    free = where if free is None else free
+                elif oldest is None or began < oldest:
+                    oldest = began
+            if free is None or (oldest is not None and at + total > oldest + self.size):
+                return None
+            _SLOT.pack_into(self._meta, free, at, os.getpid())
             _HEAD.pack_into(self._meta, 0, at + total, count)
         finally:
             self._lock.release()
-        return at
+        return at, free
 
     # --- finding ------------------------------------------------------------------------------
 
@@ -244,7 +275,7 @@ class SharedRunArena:
             head, count = self._counters()
             start = max(self._seen, count - self.capacity)
             raw = [
-                _ENTRY.unpack_from(self._meta, _HEAD.size + (i % self.capacity) * _ENTRY.size)
+                _ENTRY.unpack_from(self._meta, _JOURNAL_AT + (i % self.capacity) * _ENTRY.size)
                 for i in range(start, count)
             ]
         finally:
@@ -291,6 +322,16 @@ class SharedRunArena:
             LOCK_TIMEOUT_S,
         )
         return False
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 _current: SharedRunArena | None = None

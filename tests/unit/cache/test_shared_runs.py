@@ -8,6 +8,7 @@ from __future__ import annotations
 import hashlib
 import os
 import random
+import struct
 import uuid
 from array import array
 from typing import Any
@@ -139,6 +140,34 @@ def test_a_copy_a_writer_overwrote_while_it_was_taken_is_thrown_away() -> None:
     assert tearing.tore and arena.stats().torn == 1
     arena._view = tearing._view
     assert arena.find(SEGMENTS[0], 0) is None  # forgotten: not copied again
+
+
+def test_a_writer_stalled_after_its_reservation_never_tears_a_newer_run() -> None:
+    """A writer reserves its bytes and stalls (descheduled on a loaded machine) while the others
+    publish more than the ring holds; it then writes its bytes late. Before: those landed in a
+    newer run whose head check said intact, and a sibling was served the mix (the campaign
+    below found one such run). Now a reservation that would reach a write in flight a ring later
+    is refused, so the late bytes overwrite nothing announced; once it is done, all goes on."""
+    arena = SharedRunArena(256 * KiB)
+    stalled = arena._reserve(64 * KiB)  # the stalled writer's reservation
+    assert stalled is not None
+    at, slot = stalled
+    published = []
+    for i in range(60):  # far more than the ring: 60 runs of ~5-25 KiB
+        run = _run(SEGMENTS[i % 4], i * 1000, 1 + i % 5, size=5000)
+        if arena.publish(SEGMENTS[i % 4], run):
+            published.append((SEGMENTS[i % 4], run))
+    assert published  # the ring was used until the writer in flight was in the way
+    lo = at % arena.size
+    arena._view[lo : lo + 64 * KiB] = 0xEE  # the late bytes
+    for segment, run in published:
+        got = arena.find(segment, run.first_offset)
+        assert got is None or _same(got, run)
+    struct.pack_into("<qq", arena._meta, slot, -1, 0)  # done: its slot freed, as publish does
+    later = _run(SEGMENTS[0], 900_000, 3, size=5000)
+    assert arena.publish(SEGMENTS[0], later)  # sharing goes on
+    got = arena.find(SEGMENTS[0], 900_000)
+    assert got is not None and _same(got, later)
 
 
 def test_processes_publishing_and_finding_at_once_find_only_exact_runs() -> None:
