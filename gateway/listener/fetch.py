@@ -59,7 +59,9 @@ async def _read_one(  # noqa: PLR0917 - one partition's read and its accounting
         try:
             taken = await reservation.take(want.max_bytes)
         except GatewayError as exc:  # no share of inflight_bytes within the deadline
-            answer.error = failures.failed(want.where, exc)
+            error = failures.failed(want.where, exc)
+            await _fill_bounds(ctx, want, answer)  # its real bounds: no client stores -1
+            answer.error = error
             return answer
         if not taken:  # max_bytes is spent by answers with records: not read, its bounds
             await _fill_bounds(ctx, want, answer)

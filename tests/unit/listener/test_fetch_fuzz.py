@@ -10,7 +10,11 @@ batch to plenty, ``max_bytes`` and ``partition_max_bytes`` from 1 byte up, ``max
 * every share of ``inflight_bytes`` is given back, also when the Fetches are cancelled
   midway (the client went away).
 
-The delays only vary the interleavings: no verdict depends on one elapsing first."""
+The delays only vary the interleavings: no verdict depends on one elapsing first. They are
+turns of the event loop, not time, and each read's delay and failure come from its own seeded
+generator (named by the seed, the partition and the call), so a seed replays the same delays
+and failures whatever the machine's load (the interleaving then differs only where a Fetch's
+own ``max_wait_ms`` timer fires first)."""
 
 from __future__ import annotations
 
@@ -33,20 +37,33 @@ PARTITIONS = 16
 
 
 class _Jitter(FakeService):
-    def __init__(self, rng: random.Random, failing: float) -> None:
+    def __init__(self, seed: int, failing: float) -> None:
         super().__init__(present=tuple(range(PARTITIONS)))
-        self.rng = rng
+        self.seed = seed
         self.failing = failing
+        self.asked: dict[tuple[str, int], int] = {}
 
-    async def fetch(self, *args: Any, **kwargs: Any) -> Any:
-        await asyncio.sleep(self.rng.random() * 0.02)
-        if self.rng.random() < self.failing:
+    def _rng(self, what: str, partition: int) -> random.Random:
+        """This call's own generator: the same for the same seed, partition and call."""
+        n = self.asked[what, partition] = self.asked.get((what, partition), -1) + 1
+        return random.Random(f"{self.seed}/{what}/{partition}/{n}")
+
+    async def fetch(self, topic: str, partition: int, *args: Any, **kwargs: Any) -> Any:
+        rng = self._rng("fetch", partition)
+        await _turns(rng.randrange(40))
+        if rng.random() < self.failing:
             raise ValueError("unexpected")
-        return await super().fetch(*args, **kwargs)
+        return await super().fetch(topic, partition, *args, **kwargs)
 
-    async def partition(self, topic: str, partition: int) -> Any:
-        await asyncio.sleep(self.rng.random() * 0.005)
+    async def partition(self, topic: str, partition: int, deadline: Any = None) -> Any:
+        await _turns(self._rng("partition", partition).randrange(10))
         return await super().partition(topic, partition)
+
+
+async def _turns(n: int) -> None:
+    """Let the event loop run ``n`` times (a delay in turns, not in time)."""
+    for _ in range(n):
+        await asyncio.sleep(0)
 
 
 def _request(rng: random.Random, offsets: tuple[int, ...]) -> tuple[bytes, bool]:
@@ -68,7 +85,7 @@ def test_data_on_its_way_is_never_an_empty_response_and_nothing_leaks(seed: int)
     payload, has_data = _request(rng, (0, 3, END, END))
 
     async def run() -> list[bytes]:
-        ctx = dataclasses.replace(context(_Jitter(rng, 0.0)), budget=_budget(rng))
+        ctx = dataclasses.replace(context(_Jitter(seed, 0.0)), budget=_budget(rng))
 
         async def one() -> bytes:
             reply = await fetch(ctx, decoded(payload))
@@ -94,11 +111,10 @@ def test_cancelled_or_failing_fetches_give_every_share_back(seed: int) -> None:
     payload, _ = _request(rng, (0, 3, 9, END, END + 1))
 
     async def run() -> None:
-        ctx = dataclasses.replace(context(_Jitter(rng, 0.05)), budget=_budget(rng))
+        ctx = dataclasses.replace(context(_Jitter(1000 + seed, 0.05)), budget=_budget(rng))
         tasks = [asyncio.ensure_future(fetch(ctx, decoded(payload))) for _ in range(4)]
         if rng.random() < 0.5:
-            for _ in range(rng.randrange(40)):
-                await asyncio.sleep(0)
+            await _turns(rng.randrange(40))
             for task in tasks[: rng.randint(1, 4)]:
                 task.cancel()
         for task in tasks:
