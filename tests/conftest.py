@@ -16,6 +16,7 @@ import sys
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Final
 
 import boto3
 import pytest
@@ -32,9 +33,31 @@ settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 _TESTS = Path(__file__).parent
 
 
+# The longest modules (minutes each, measured with --durations), started first: `make test`
+# runs the files on several workers (pytest-xdist, --dist loadfile), which take files in
+# collection order, so a long one started last would run alone at the end.
+LONGEST_FIRST: Final = (
+    "integration/test_real_kafka.py",
+    "integration/test_corruption_campaign.py",
+    "integration/test_campaign_readers.py",
+    "integration/test_image_entrypoint.py",
+    "integration/test_listener_campaign.py",
+    "spark/test_source.py",
+    "spark/test_stream.py",
+    "integration/test_follow_security.py",
+    "spark/test_friction.py",
+    "spark/test_export.py",
+    "spark/test_typed_export.py",
+)
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """``integration``: under tests/integration. ``spark``: under tests/spark, or using the
-    ``spark`` session fixture, or in a module that needs the extra (``require_spark``)."""
+    ``spark`` session fixture, or in a module that needs the extra (``require_spark``). The
+    modules of :data:`LONGEST_FIRST` are moved to the front, in that order (each module's own
+    order kept)."""
+    rank = {name: i for i, name in enumerate(LONGEST_FIRST)}
+    items.sort(key=lambda item: rank.get(item.path.relative_to(_TESTS).as_posix(), len(rank)))
     for item in items:
         path = item.path
         if path.is_relative_to(_TESTS / "integration"):
