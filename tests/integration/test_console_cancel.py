@@ -84,9 +84,13 @@ def test_a_cancelled_search_stops_on_the_server(stalled: tuple[str, Faults, Path
 
 
 def _a_partition(url: str) -> tuple[str, int]:
+    """A partition with records, its bounds checked (the partition's own answer reads its
+    last segment's tail once) before the test stalls the store."""
     with httpx.Client(base_url=url, timeout=30) as c:
         for topic in c.get("/v1/topics").json()["topics"]:
             for p in c.get(f"/v1/topics/{topic['name']}/partitions").json()["partitions"]:
                 if p["remote_log_end_offset"] > p["remote_log_start_offset"]:
+                    where = f"/v1/topics/{topic['name']}/partitions/{p['partition']}"
+                    c.get(where).raise_for_status()
                     return topic["name"], p["partition"]
     raise AssertionError("no partition with records")
