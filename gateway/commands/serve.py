@@ -121,8 +121,8 @@ def serve(settings: Settings, service_factory: ServiceFactory | None = None) -> 
     from gateway.api.app import create_app  # noqa: PLC0415
     from gateway.api.hosts import allowed_hosts  # noqa: PLC0415
     from gateway.api.logs import configure_logging  # noqa: PLC0415
-    from gateway.commands.server import DrainingServer  # noqa: PLC0415
-    from gateway.commands.workers import supervise, uvicorn_config  # noqa: PLC0415
+    from gateway.commands.server import DrainingServer, uvicorn_config  # noqa: PLC0415
+    from gateway.commands.workers import supervise  # noqa: PLC0415
     from gateway.security.startup import check_start  # noqa: PLC0415
     from gateway.service.memory import limit_arenas  # noqa: PLC0415
 

@@ -10,252 +10,62 @@ and TOML file are parsed once. The kernel hands each connection to one of the wo
 in ``accept``.
 
 Each worker is a whole gateway (its service, caches, catalog and metrics) with
-:func:`~gateway.commands.budgets.per_worker` budgets: the memory, in-flight and GET budgets
-configured are the server's total; of the chunk cache's budget, ``shared_runs_share`` is one
-ring of verified runs that the supervisor maps before it forks and every worker reads
+:func:`~gateway.commands.worker_budgets.per_worker` budgets: the memory, in-flight and GET
+budgets configured are the server's total; of the chunk cache's budget, ``shared_runs_share`` is
+one ring of verified runs that the supervisor maps before it forks and every worker reads
 (:mod:`gateway.cache.shared_runs`), the rest divided. The disk tiers share their directories
-(:mod:`indexcache.share`); with a
-``state_dir``, worker 0 keeps its catalog in ``state_dir`` itself and worker ``i`` in
-``state_dir/worker-i`` (one SQLite writer per file). Responses carry ``X-Served-By: worker I
-pid P``. Workers other than 0 take connections only once their first bucket scan is done, so
-a request never meets a sibling that is still loading while worker 0 answers ``/healthz`` and
-says in ``/readyz`` why the server is not ready yet.
+(:mod:`indexcache.share`); with a ``state_dir``, worker 0 keeps its catalog in ``state_dir``
+itself and worker ``i`` in ``state_dir/worker-i`` (one SQLite writer per file). Responses carry
+``X-Served-By: worker I pid P``. Workers other than 0 take connections only once their first
+bucket scan is done, so a request never meets a sibling that is still loading while worker 0
+answers ``/healthz`` and says in ``/readyz`` why the server is not ready yet.
 
 With ``--kafka-listener`` the Kafka listener follows the same model: the supervisor binds its
 sockets too (:func:`gateway.listener.server.bind_listener`; port 0: the port taken, which every
 worker advertises in its Metadata answers), every worker inherits them and serves them beside
 its HTTP API on its own service, and a worker other than 0 starts it only once its first
-bucket scan is done (its lifespan enters the listener after :func:`_run_worker`'s service
-factory waited). Its ``max_connections`` is the worker's share, as for HTTP.
+bucket scan is done (its lifespan enters the listener after the service factory of
+:func:`~gateway.commands.worker_process._run_worker` waited). Its ``max_connections`` is
+the worker's share, as for HTTP.
 
 SIGTERM or SIGINT to the supervisor stops every worker gracefully (a second one kills them);
 a worker that dies is logged and started again (at most once a second); a worker that could
 not start (exit code 3: its service did not open) stops the server.
+
+This module is the supervisor: it binds, preloads (:func:`preload`) and keeps the workers
+running (:class:`Supervisor`). One worker process, from its fork to its exit, is
+:mod:`gateway.commands.worker_process`; the budgets each worker gets are
+:mod:`gateway.commands.worker_budgets`; uvicorn's configuration, shared with the one-process
+``serve``, is :mod:`gateway.commands.server`.
 """
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import gc
 import logging
 import os
-import random
 import signal
 import socket
-import ssl
-import sys
-import threading
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, MutableMapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Sequence
 from types import FrameType
-from typing import TYPE_CHECKING, Any, Final
+from typing import Final
 
-from gateway.cache import shared_runs
 from gateway.cache.shared_runs import SharedRunArena
-from gateway.commands.budgets import per_worker
+from gateway.commands.worker_budgets import arena_bytes
+from gateway.commands.worker_process import WORKER_NOT_STARTED, Forked, WorkerSpec, fork_worker
 from gateway.config import Settings
 from gateway.errors import ConfigurationError
-from gateway.service.protocol import Service
-from indexcache.share import DiskShare, set_current
-
-if TYPE_CHECKING:
-    import uvicorn
-    from prometheus_client.registry import Collector
-
-    from gateway.api.app import Companion
-    from gateway.security.access import Access
-    from gateway.security.audit import AuditLog
-    from gateway.service.admission import ByteBudget
+from indexcache.share import DiskShare
 
 log = logging.getLogger(__name__)
 
-WORKER_NOT_STARTED: Final = 3
 RESTART_INTERVAL_S: Final = 1.0
 MAX_RESTART_INTERVAL_S: Final = 30.0  # the longest wait between failing restarts
 POLL_S: Final = 0.1
 STOP_MARGIN_S: Final = 5.0  # past shutdown_grace_s, a worker still running is killed
 BACKLOG: Final = 2048  # uvicorn's default
-READY_POLL_S: Final = 0.05
-ORPHAN_POLL_S: Final = 1.0
-
-Message = MutableMapping[str, Any]
-Receive = Callable[[], Awaitable[Message]]
-Send = Callable[[Message], Awaitable[None]]
-ASGIApp = Callable[[Message, Receive, Send], Awaitable[None]]
-
-
-@dataclass(frozen=True, slots=True)
-class WorkerSpec:
-    """What a worker is handed when it is forked."""
-
-    settings: Settings
-    share: DiskShare
-    fd: int
-    started_fd: int
-    """Written one byte once the worker serves (its service is open)."""
-    supervisor: int
-    """The supervisor's pid: once it is no longer the parent, the worker stops."""
-    restarted: bool = False
-    """A replacement: it takes connections only once its catalog is loaded (its siblings
-    answer meanwhile)."""
-    kafka_fds: tuple[int, ...] = ()
-    """The Kafka listener's sockets (``--kafka-listener``), bound by the supervisor."""
-    arena: SharedRunArena | None = None
-    """The verified runs every worker shares (mapped by the supervisor)."""
-
-
-def arena_bytes(settings: Settings) -> int:
-    """The part of the chunk cache's budget that is the shared run arena (none with one
-    worker): ``shared_runs_share`` of it, since what is there is held once for every worker;
-    the rest is divided between the workers (the units their reads load, read-ahead, the runs
-    each is using)."""
-    if settings.workers == 1 or settings.chunk_cache_bytes <= 0:
-        return 0
-    return int(settings.chunk_cache_bytes * settings.shared_runs_share)
-
-
-def worker_settings(settings: Settings, index: int) -> Settings:
-    """The settings of worker ``index``: divided budgets (the chunk cache's after the shared
-    arena's part), its own catalog file."""
-    mine = per_worker(settings)
-    arena = arena_bytes(settings)
-    if arena:
-        own = max(1, (settings.chunk_cache_bytes - arena) // settings.workers)
-        mine = mine.model_copy(update={"chunk_cache_bytes": own})
-    if index > 0 and mine.state_dir is not None:
-        mine = mine.model_copy(update={"state_dir": mine.state_dir / f"worker-{index}"})
-    return mine
-
-
-def served_by(app: Any, value: str) -> ASGIApp:
-    """``app`` with an ``X-Served-By: value`` header on every HTTP response."""
-    header = (b"x-served-by", value.encode("latin-1"))
-
-    async def wrapped(scope: Message, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
-            await app(scope, receive, send)
-            return
-
-        async def send_with_header(message: Message) -> None:
-            if message["type"] == "http.response.start":
-                message["headers"] = [*message.get("headers", ()), header]
-            await send(message)
-
-        await app(scope, receive, send_with_header)
-
-    return wrapped
-
-
-# --- the worker ------------------------------------------------------------------------------
-
-
-def _run_worker(spec: WorkerSpec) -> int:
-
-    from gateway.api.app import create_app  # noqa: PLC0415
-    from gateway.api.logs import configure_logging  # noqa: PLC0415
-    from gateway.service.open import open_service  # noqa: PLC0415
-
-    share = spec.share
-    set_current(share)
-    shared_runs.set_current(spec.arena)
-    settings = worker_settings(spec.settings, share.index)
-    configure_logging(settings.log_level, settings.log_format)
-    sock = socket.socket(fileno=spec.fd)
-    server: uvicorn.Server | None = None
-
-    async def exit_when_orphaned() -> None:  # the supervisor was killed: do not serve alone
-        while os.getppid() == spec.supervisor:
-            await asyncio.sleep(ORPHAN_POLL_S)
-        log.error("the supervisor (pid %d) is gone: stopping", spec.supervisor)
-        if server is not None:
-            server.should_exit = True
-
-    @contextlib.asynccontextmanager
-    async def opened(s: Settings) -> AsyncIterator[Service]:
-        watch = asyncio.create_task(exit_when_orphaned(), name="orphan-watch")
-        try:
-            async with open_service(s) as service:
-                if share.index > 0 or spec.restarted:  # once loaded (worker 0 says why not)
-                    while not service.readiness().ready and not (server and server.should_exit):
-                        await asyncio.sleep(READY_POLL_S)
-                with contextlib.suppress(OSError):
-                    os.write(spec.started_fd, b"s")
-                    os.close(spec.started_fd)
-                yield service
-        finally:
-            watch.cancel()
-
-    from gateway.commands.server import DrainingServer  # noqa: PLC0415
-
-    drain = threading.Event()
-    app = create_app(
-        settings,
-        opened,
-        drain=drain,
-        companion=kafka_companion(spec.kafka_fds),
-        own_process=True,
-    )
-    config = uvicorn_config(served_by(app, f"worker {share.index} pid {os.getpid()}"), settings)
-    server = DrainingServer(config, drain)
-    server.run(sockets=[sock])
-    return 0 if server.started else WORKER_NOT_STARTED
-
-
-def kafka_companion(fds: tuple[int, ...]) -> Companion | None:
-    """The Kafka listener serving the inherited sockets ``fds`` (none without them), as the
-    app lifespan's companion: entered once the worker's service is open, so a worker other than
-    0 takes Kafka connections only once its first bucket scan is done, as HTTP ones."""
-    if not fds:
-        return None
-    from gateway.listener.server import listening  # noqa: PLC0415
-
-    sockets = [socket.socket(fileno=fd) for fd in fds]
-
-    def companion(  # noqa: PLR0917 - gateway.api.app.Companion's positional call
-        service: Service,
-        settings: Settings,
-        budget: ByteBudget,
-        access: Access,
-        audit: AuditLog | None,
-        collectors: list[Collector],
-    ) -> contextlib.AbstractAsyncContextManager[object]:
-        return listening(service, settings, budget, access, audit, collectors, sockets=sockets)
-
-    return companion
-
-
-def uvicorn_config(app: Any, settings: Settings) -> uvicorn.Config:
-    """The uvicorn configuration of ``serve`` (one process or a worker)."""
-    import uvicorn  # noqa: PLC0415
-
-    from gateway.api.transport import guarded_protocol  # noqa: PLC0415
-
-    tls: dict[str, Any] = {}
-    if settings.tls_certfile is not None:
-        tls = {"ssl_certfile": str(settings.tls_certfile), "ssl_keyfile": str(settings.tls_keyfile)}
-        if settings.tls_client_ca is not None:
-            required = settings.tls_client_cert_required
-            tls["ssl_ca_certs"] = str(settings.tls_client_ca)
-            tls["ssl_cert_reqs"] = ssl.CERT_REQUIRED if required else ssl.CERT_OPTIONAL
-    return uvicorn.Config(
-        app,
-        host=settings.host,
-        port=settings.port,
-        log_level=settings.log_level,
-        log_config=None,  # uvicorn's loggers go through configure_logging's one handler
-        lifespan="on",
-        server_header=False,
-        http=guarded_protocol(settings.header_timeout_s, settings.max_header_bytes),
-        timeout_graceful_shutdown=settings.shutdown_grace_s,
-        # The client address feeds ACL hosts and the audit log: believe X-Forwarded-For only
-        # from the proxies named (uvicorn's default trusts any local process).
-        proxy_headers=bool(settings.forwarded_allow_ips),
-        forwarded_allow_ips=settings.forwarded_allow_ips or None,
-        limit_concurrency=settings.max_connections,
-        **tls,
-    )
 
 
 def preload(settings: Settings) -> None:
@@ -272,59 +82,6 @@ def preload(settings: Settings) -> None:
         warm_up()
     gc.collect()
     gc.freeze()  # the collector leaves the shared objects' pages alone in the workers
-
-
-class Forked:
-    """A forked worker, with the part of :class:`subprocess.Popen`'s interface the supervisor
-    uses (``pid``, :meth:`poll`, :meth:`send_signal`, :meth:`kill`)."""
-
-    def __init__(self, pid: int) -> None:
-        self.pid = pid
-        self.returncode: int | None = None
-
-    def poll(self) -> int | None:
-        if self.returncode is None:
-            pid, status = os.waitpid(self.pid, os.WNOHANG)
-            if pid:
-                self.returncode = os.waitstatus_to_exitcode(status)
-        return self.returncode
-
-    def send_signal(self, signum: int) -> None:
-        if self.returncode is None:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(self.pid, signum)
-
-    def kill(self) -> None:
-        self.send_signal(signal.SIGKILL)
-
-
-def fork_worker(spec: WorkerSpec, close: Sequence[int] = ()) -> Forked:
-    """Fork a worker that runs ``spec`` and exits with its status (``close``: the supervisor's
-    descriptors the worker must not hold)."""
-    pid = os.fork()
-    if pid:
-        return Forked(pid)
-    code = 1
-    try:  # the worker: never returns into the supervisor's code
-        for fd in close:
-            os.close(fd)
-        for sig in (signal.SIGTERM, signal.SIGINT):
-            signal.signal(sig, signal.SIG_DFL)  # uvicorn installs its own as it starts
-        random.seed()  # not the sibling's sequence (retry jitter)
-        code = _run_worker(spec)
-    except SystemExit as exc:
-        code = exc.code if isinstance(exc.code, int) else 1
-    except BaseException:
-        log.exception("worker %d failed", spec.share.index)
-    finally:
-        with contextlib.suppress(Exception):
-            logging.shutdown()
-            sys.stdout.flush()
-            sys.stderr.flush()
-        os._exit(code)
-
-
-# --- the supervisor ----------------------------------------------------------------------------
 
 
 def bind(settings: Settings) -> socket.socket:
@@ -488,4 +245,4 @@ def supervise(settings: Settings) -> int:
         return Supervisor(settings, sock, kafka_sockets).run()
 
 
-__all__ = ["Supervisor", "WorkerSpec", "served_by", "supervise", "worker_settings"]
+__all__ = ["WORKER_NOT_STARTED", "Supervisor", "bind", "preload", "supervise"]

@@ -9,7 +9,7 @@
   them and serves them (``listening(..., sockets=...)``), and the kernel hands each
   connection to one of the workers blocked in ``accept``. The port advertised is the one
   bound (the same in every worker, port 0 included); ``max_connections`` is then each
-  worker's share (:func:`~gateway.commands.budgets.per_worker`), as for its HTTP connections.
+  worker's share (:func:`~gateway.commands.worker_budgets.per_worker`), as for its HTTP connections.
 """
 
 from __future__ import annotations

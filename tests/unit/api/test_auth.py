@@ -140,7 +140,7 @@ def test_degraded_details_and_metrics_need_describe_on_the_cluster(
 
 
 def test_forwarded_headers_are_believed_only_from_named_proxies() -> None:
-    from gateway.commands.workers import uvicorn_config  # noqa: PLC0415
+    from gateway.commands.server import uvicorn_config  # noqa: PLC0415
 
     plain = uvicorn_config(object(), Settings(store="file:///x"))
     assert plain.proxy_headers is False

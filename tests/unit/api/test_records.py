@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 
-from gateway.api import records, render
+from gateway.api import records_pages, render
 from gateway.api.render import choose_media_type
 from gateway.errors import CorruptRecordError, StorageUnavailableError
 from gateway.kafka.uuids import encode_uuid
@@ -110,8 +110,8 @@ def test_large_pages_are_rendered_in_a_worker_thread(
 
         return wrapped
 
-    monkeypatch.setattr(records, "records_document", spy(render.records_document))
-    monkeypatch.setattr(records, "ndjson_prefix", spy(render.ndjson_prefix))
+    monkeypatch.setattr(records_pages, "records_document", spy(render.records_document))
+    monkeypatch.setattr(records_pages, "ndjson_prefix", spy(render.ndjson_prefix))
     monkeypatch.setattr(render, "OFFLOAD_RECORDS", 5)
     small = client.get(URL, params={"offset": 0, "max_bytes": 100}, headers={"Accept": accept})
     large = client.get(URL, params={"offset": 0, "max_bytes": 500}, headers={"Accept": accept})

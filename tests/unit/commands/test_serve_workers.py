@@ -16,17 +16,11 @@ from pathlib import Path
 import httpx
 import pytest
 
-from gateway.commands import workers
-from gateway.commands.budgets import DIVIDED, per_worker
+from gateway.commands import worker_process
 from gateway.commands.serve import add_parser, add_setting_flags, settings_from_args
-from gateway.commands.workers import (
-    WORKER_NOT_STARTED,
-    Supervisor,
-    WorkerSpec,
-    fork_worker,
-    served_by,
-    worker_settings,
-)
+from gateway.commands.worker_budgets import DIVIDED, arena_bytes, per_worker, worker_settings
+from gateway.commands.worker_process import WorkerSpec, fork_worker, served_by
+from gateway.commands.workers import WORKER_NOT_STARTED, Supervisor
 from gateway.config import GiB, MiB, Settings, load_settings, usable_cpus
 from gateway.errors import ConfigurationError
 from indexcache.share import DiskShare, stale_tmp, tmp_name
@@ -118,7 +112,7 @@ def test_a_forked_worker_runs_its_spec_and_exits_with_its_status(
             return 99
         return runs()
 
-    monkeypatch.setattr(workers, "_run_worker", run)
+    monkeypatch.setattr(worker_process, "_run_worker", run)
     worker = fork_worker(WorkerSpec(s, DiskShare(1, 2, 123.0), 7, 8, os.getpid()))
     while worker.poll() is None:
         time.sleep(0.01)
@@ -219,21 +213,21 @@ def test_the_chunk_budget_is_mostly_the_shared_run_arena() -> None:
     """With workers, 3/4 of the chunk cache's budget is the one arena they share; the rest is
     divided between them (their units and read-ahead); one worker keeps it all."""
     s = load_settings({"store": "file:///x", "workers": 2, "chunk_cache_bytes": "256MiB"})
-    assert workers.arena_bytes(s) == 192 * MiB
+    assert arena_bytes(s) == 192 * MiB
     assert worker_settings(s, 0).chunk_cache_bytes == worker_settings(s, 1).chunk_cache_bytes
     assert worker_settings(s, 1).chunk_cache_bytes == 32 * MiB
     one = load_settings({"store": "file:///x", "workers": 1, "chunk_cache_bytes": "256MiB"})
-    assert workers.arena_bytes(one) == 0
+    assert arena_bytes(one) == 0
     assert worker_settings(one, 0).chunk_cache_bytes == 256 * MiB
     off = load_settings({"store": "file:///x", "workers": 2, "chunk_cache_bytes": 0})
-    assert workers.arena_bytes(off) == 0
+    assert arena_bytes(off) == 0
     assert worker_settings(off, 1).chunk_cache_bytes == 0
     two = {"store": "file:///x", "workers": 2, "chunk_cache_bytes": "256MiB"}
     unshared = load_settings({**two, "shared_runs_share": 0})
-    assert workers.arena_bytes(unshared) == 0
+    assert arena_bytes(unshared) == 0
     assert worker_settings(unshared, 1).chunk_cache_bytes == 128 * MiB
     half = load_settings({**two, "shared_runs_share": 0.5})
-    assert (workers.arena_bytes(half), worker_settings(half, 0).chunk_cache_bytes) == (
+    assert (arena_bytes(half), worker_settings(half, 0).chunk_cache_bytes) == (
         128 * MiB,
         64 * MiB,
     )
