@@ -1,7 +1,8 @@
 """``tiered-gateway export``: write a topic's records from the bucket to Parquet with Spark.
 
-The command only parses and hands over to :mod:`gateway.spark.export` (imported when it runs,
-so the CLI works without the ``spark`` extra until someone exports). The same arguments are
+The command only parses: it builds a typed :class:`~gateway.spark.job.ExportJob` (pure, no
+pyspark) and hands it over to :mod:`gateway.spark.export` (imported when it runs, so the CLI
+works without the ``spark`` extra until someone exports). The same arguments are
 the job's under spark-submit: ``spark-submit gateway/commands/export.py --store ... --output ...``
 or ``python -m gateway.commands.export ...``.
 
@@ -24,6 +25,8 @@ from pathlib import Path
 
 from gateway.commands.common import add_key_pair_arg, add_store_args, apply_settings
 from gateway.errors import ConfigurationError, GatewayError
+from gateway.spark.job import ExportJob, IcebergTarget
+from gateway.spark.typed_request import SideRequest, TypedRequest
 
 FORMATS = ("parquet", "orc", "json", "iceberg")
 WRITERS = ("arrow", "spark")
@@ -257,15 +260,54 @@ def check_target(args: argparse.Namespace) -> None:
         args.mode = args.mode or "errorifexists"
 
 
+def catalog_properties(pairs: Sequence[str]) -> tuple[tuple[str, str], ...]:
+    """``--catalog-property KEY=VALUE`` (repeated), in order."""
+    out = []
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key.strip():
+            raise ConfigurationError(f"--catalog-property {pair!r}: expected KEY=VALUE")
+        out.append((key.strip(), value))
+    return tuple(out)
+
+
+def typed_request(args: argparse.Namespace) -> TypedRequest:
+    """The typed columns ``--key-format`` / ``--value-format`` ask for."""
+    sides = tuple(
+        SideRequest(side, fmt, getattr(args, f"{side}_subject", None),
+                    getattr(args, f"{side}_message", None))
+        for side in ("key", "value") if (fmt := getattr(args, f"{side}_format", None))
+    )  # fmt: skip
+    return TypedRequest(
+        sides, getattr(args, "schema_registry_url", None), getattr(args, "schema_dir", None),
+        getattr(args, "config", None),
+    )  # fmt: skip
+
+
+def export_job(args: argparse.Namespace) -> ExportJob:
+    """The job the checked ``args`` describe."""
+    iceberg = None
+    if args.format == "iceberg":
+        properties = catalog_properties(args.catalog_property or [])
+        iceberg = IcebergTarget(args.catalog, args.warehouse, args.table, properties)
+    return ExportJob(
+        topic=args.topic, options=reader_options(args), format=args.format,
+        compression=args.compression, writer=args.writer, output=args.output, mode=args.mode,
+        iceberg=iceberg, typed=typed_request(args), quiet=bool(args.quiet), master=args.master,
+        spark_log=args.spark_log,
+    )  # fmt: skip
+
+
 def run(args: argparse.Namespace) -> int:
     check_target(args)
+    job = export_job(args)
     try:
         from gateway.spark.export import run_export  # noqa: PLC0415
     except ImportError as exc:
         raise ConfigurationError(
             f"export needs the spark extra (pip install 'tiered-gateway[spark]'): {exc}"
         ) from exc
-    return run_export(args, reader_options(args))
+    return run_export(job)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

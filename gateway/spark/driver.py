@@ -1,9 +1,9 @@
 """Driver side: the metadata, the resolved bounds and the splits of one read.
 
 Runs once per read, in the Python process Spark plans the data source in. The metadata is the
-RLMM the gateway serves from: a bucket scan into memory (one listing of the manifests, the
-same registration order, displacement and epoch lineage as ``serve``), or a ``--state-dir``
-catalog without any listing. Executors never list.
+RLMM the gateway serves from (:mod:`gateway.spark.rlmm`): a bucket scan into memory (one
+listing of the manifests, the same registration order, displacement and epoch lineage as
+``serve``), or a ``--state-dir`` catalog without any listing. Executors never list.
 
 Bounds resolve as Spark's Kafka source resolves them, against the remote tier: ``earliest`` is
 the remote log start, ``latest`` one past the highest remote offset (with read_committed the
@@ -14,9 +14,9 @@ A starting timestamp with no record at or after it fails the read unless
 ``startingOffsetsByTimestampStrategy=latest``; an ending one means latest. The timestamp search
 (the service's) is :mod:`gateway.spark.timestamps`.
 
-The lineage walk never hops over a hole silently: the next segment must start at or before the
-previous one's ``endOffset + 1``. With ``failOnDataLoss=true`` (the default, as in Spark's
-Kafka source) a hole inside the read's range fails the plan with
+The lineage walk (:mod:`gateway.spark.walk`) never hops over a hole silently: the next segment
+must start at or before the previous one's ``endOffset + 1``. With ``failOnDataLoss=true`` (the
+default, as in Spark's Kafka source) a hole inside the read's range fails the plan with
 :class:`~gateway.errors.RemoteGapError` naming the missing offsets (and the manifest that would
 hold them, when the scan found it unreadable); a hole after the range ends a read_committed
 walk there (a marker followed into it fails the task the same way). With
@@ -30,33 +30,29 @@ manifests: only its holes show.)
 
 from __future__ import annotations
 
-import asyncio
 import logging
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
-from pathlib import Path
+from collections.abc import Sequence
+from dataclasses import dataclass
 
 from gateway.errors import (
     ConfigurationError,
     OffsetOutOfRangeError,
     UnknownTopicOrPartitionError,
 )
-from gateway.metadata.follow import FollowConfig
 from gateway.metadata.manager import RemoteLogMetadataManager
-from gateway.metadata.model import RemoteLogSegmentMetadata, TopicIdPartition
-from gateway.service.locate import Claim, remote_bounds, resolve
+from gateway.metadata.model import TopicIdPartition
+from gateway.service.locate import Claim, remote_bounds
 from gateway.service.types import IsolationLevel
-from gateway.spark.dataloss import hole, lost, missing
-from gateway.spark.options import Bound, BoundKind, ReadOptions
+from gateway.spark.dataloss import lost, missing
 from gateway.spark.plan import SegmentRef, Split, plan_partition, segment_ref, share_bytes
+from gateway.spark.read_options import Bound, BoundKind, ReadOptions
+from gateway.spark.rlmm import Claims, load_with_claims
 from gateway.spark.segments import ReadContext, TxnChain
 from gateway.spark.stable import stable_end
 from gateway.spark.timestamps import offset_for_timestamp
+from gateway.spark.walk import walk_segments
 
 log = logging.getLogger(__name__)
-
-Claims = Mapping[TopicIdPartition, Sequence[Claim]]
-"""Manifests the bucket scan could not read, by partition: their offsets stay claimed."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,115 +79,6 @@ def context_of(opts: ReadOptions) -> ReadContext:
         isolation=opts.isolation,
         max_rows=opts.max_rows_per_batch,
     )
-
-
-def load_metadata(opts: ReadOptions) -> RemoteLogMetadataManager:
-    """The RLMM of the read: the catalog when one is given, else a scan of the bucket."""
-    return load_with_claims(opts)[0]
-
-
-def _follow_config(opts: ReadOptions, bootstrap: str) -> FollowConfig:
-    """The metadata topic to plan from: its partitions of the named topics only (every
-    partition for a pattern), the client's security from the driver's environment."""
-    from gateway.config import load_command_settings  # noqa: PLC0415
-
-    named = list(opts.subscription.topics)
-    given: dict[str, object] = {"metadata_source": "topic", "metadata_bootstrap": bootstrap}
-    if named:
-        given["metadata_topics"] = named
-    config = load_command_settings(given).follow_config()
-    assert config is not None
-    return config
-
-
-def load_with_claims(opts: ReadOptions) -> tuple[RemoteLogMetadataManager, Claims]:
-    """The RLMM and the unreadable manifests the scan found (none known from a catalog). A
-    scan that finds no manifest under the prefix raises
-    :class:`UnknownTopicOrPartitionError` with the diagnosis of the scope."""
-    from gateway.metadata.bucket import follow_topic, scan_bucket  # noqa: PLC0415
-    from gateway.metadata.open import open_manager  # noqa: PLC0415
-
-    if opts.catalog is not None:
-        path = Path(opts.catalog)
-        if not path.is_dir():
-            raise ConfigurationError(f"option catalog={opts.catalog!r}: not a directory")
-        return open_manager(path), {}
-    rlmm = open_manager(None)
-    spec = opts.store
-    if opts.metadata_bootstrap is not None:
-        try:
-            asyncio.run(
-                follow_topic(
-                    rlmm, _follow_config(opts, opts.metadata_bootstrap), spec.url,
-                    key_prefix=opts.key_prefix, key_pairs=opts.key_pairs,
-                    endpoint_url=spec.endpoint_url, region=spec.region,
-                    path_style=spec.path_style,
-                )
-            )  # fmt: skip
-        except BaseException:
-            rlmm.close()
-            raise
-        return rlmm, {}
-    try:
-        scan = asyncio.run(
-            scan_bucket(
-                rlmm, spec.url, key_prefix=opts.key_prefix, key_pairs=opts.key_pairs,
-                endpoint_url=spec.endpoint_url, region=spec.region, path_style=spec.path_style,
-            )
-        )  # fmt: skip
-    except BaseException:
-        rlmm.close()
-        raise
-    if not scan.report.manifests:  # a wrong keyPrefix: say what lies around it
-        rlmm.close()
-        raise UnknownTopicOrPartitionError(
-            f"{opts.subscription.describe()}: {scan.report.scope_warning}"
-        )
-    return rlmm, scan.claims()
-
-
-@dataclass(frozen=True, slots=True)
-class Walk:
-    """A lineage walk: each finished segment with the offsets ``[lo, hi)`` only it
-    contributes; ``gap``: the hole (inclusive) after the read's range where it stopped."""
-
-    segments: list[tuple[RemoteLogSegmentMetadata, int, int]] = field(default_factory=list)
-    gap: tuple[int, int] | None = None
-
-
-def walk_segments(
-    rlmm: RemoteLogMetadataManager,
-    tp: TopicIdPartition,
-    start: int,
-    until: int,
-    *,
-    to_end: bool = False,
-    fail_on_data_loss: bool = True,
-    claims: Sequence[Claim] = (),
-) -> Walk:
-    """The lineage walk from ``start`` (a consumer's fetch path) up to the segment holding
-    ``until - 1``, or to the end of the remote log when ``to_end``.
-
-    The next segment must start at or before the previous one's ``endOffset + 1``. A hole
-    before ``until`` raises :class:`RemoteGapError` (``fail_on_data_loss``) or is logged and
-    skipped; one after it ends the walk (``Walk.gap``) or is skipped the same way."""
-    walk = Walk()
-    target = query = start
-    meta = resolve(rlmm, tp, start)
-    while meta is not None and (to_end or target < until):
-        if meta.start_offset > target:
-            if target >= until and fail_on_data_loss:
-                return Walk(walk.segments, (target, meta.start_offset - 1))
-            hole(tp, target, meta.start_offset - 1, claims, fail=fail_on_data_loss)
-        hi = meta.end_offset + 1
-        if hi > target:
-            walk.segments.append((meta, max(target, meta.start_offset), hi))
-            target = hi
-        query = max(query, meta.end_offset) + 1  # always forward
-        meta = resolve(rlmm, tp, query)
-    if target < until:  # the segments end before the remote log's end
-        hole(tp, target, until - 1, claims, fail=fail_on_data_loss)
-    return walk
 
 
 def _resolve(

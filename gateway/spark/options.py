@@ -1,4 +1,5 @@
-"""Reader options of ``spark.read.format("tiered-kafka")``, parsed once on the driver.
+"""Reader options of ``spark.read.format("tiered-kafka")``, parsed once on the driver into the
+typed values of :mod:`gateway.spark.read_options`.
 
 The names are those of Spark's Kafka source wherever the meaning is the same, so a job switches
 by changing the format name (and swapping ``kafka.bootstrap.servers`` for ``store``):
@@ -57,21 +58,28 @@ an option that would change which records are read is never silently dropped.
 
 from __future__ import annotations
 
-import json
 import re
-import uuid
-from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
-from enum import StrEnum
+from collections.abc import Mapping
 from typing import Final
 
 from gateway.errors import ConfigurationError
 from gateway.kafka.uuids import parse_topic_id
 from gateway.service.types import IsolationLevel
+from gateway.spark.option_values import bool_option, duration_option, int_option, json_option
+from gateway.spark.read_options import (
+    DEFAULT_MAX_BYTES_PER_PARTITION,
+    DEFAULT_MAX_ROWS_PER_BATCH,
+    EARLIEST,
+    LATEST,
+    Bound,
+    BoundKind,
+    Bounds,
+    ReadOptions,
+    StreamLimits,
+    Subscription,
+)
 from gateway.storage.sync import SyncStoreSpec
 
-DEFAULT_MAX_BYTES_PER_PARTITION: Final = 128 * 1024 * 1024
-DEFAULT_MAX_ROWS_PER_BATCH: Final = 65536
 EARLIEST_OFFSET: Final = -2  # Spark's JSON offsets
 LATEST_OFFSET: Final = -1
 
@@ -102,162 +110,9 @@ BROKER_ONLY: Final = frozenset(
 _BROKER_ONLY_PREFIXES: Final = ("kafka.sasl.", "kafka.ssl.")
 
 
-class BoundKind(StrEnum):
-    EARLIEST = "earliest"
-    LATEST = "latest"
-    OFFSET = "offset"
-    TIMESTAMP = "timestamp"
-
-
-@dataclass(frozen=True, slots=True)
-class Bound:
-    """One end of a partition's range before the driver resolves it to an offset."""
-
-    kind: BoundKind
-    value: int = 0
-
-
-EARLIEST: Final = Bound(BoundKind.EARLIEST)
-LATEST: Final = Bound(BoundKind.LATEST)
-
-
-@dataclass(frozen=True, slots=True)
-class Bounds:
-    """A bound for every partition: the listed ones (topic, partition, bound), else
-    ``default``."""
-
-    default: Bound
-    per_partition: tuple[tuple[str, int, Bound], ...] = ()
-
-    def for_partition(self, topic: str, partition: int) -> Bound:
-        for t, p, bound in self.per_partition:
-            if p == partition and t == topic:
-                return bound
-        return self.default
-
-
-@dataclass(frozen=True, slots=True)
-class Subscription:
-    """Which topics a read takes: named ones (``topic``, ``subscribe``, ``assign``) or those
-    matching ``pattern`` (``subscribePattern``, the whole name, as Java's ``matches``)."""
-
-    topics: tuple[str, ...] = ()
-    pattern: str | None = None
-    assigned: tuple[tuple[str, tuple[int, ...]], ...] = ()  # assign: its partitions per topic
-
-    def select(self, names: Iterable[str]) -> list[str]:
-        """The subscribed topics among ``names`` (sorted), for a pattern; else the named ones."""
-        if self.pattern is None:
-            return list(self.topics)
-        regex = re.compile(self.pattern)
-        return sorted(n for n in set(names) if regex.fullmatch(n))
-
-    def includes(self, topic: str) -> bool:
-        if self.pattern is not None:
-            return re.fullmatch(self.pattern, topic) is not None
-        return topic in self.topics
-
-    def assigned_partitions(self, topic: str) -> tuple[int, ...] | None:
-        for t, parts in self.assigned:
-            if t == topic:
-                return parts
-        return None
-
-    def describe(self) -> str:
-        if self.pattern is not None:
-            return f"subscribePattern {self.pattern!r}"
-        return ", ".join(repr(t) for t in self.topics)
-
-
-@dataclass(frozen=True, slots=True)
-class StreamLimits:
-    """Streaming admission control, per micro-batch (Spark's Kafka source's names)."""
-
-    max_offsets: int | None = None
-    min_offsets: int | None = None
-    max_trigger_delay_ms: int = 15 * 60 * 1000
-
-
-@dataclass(frozen=True, slots=True)
-class ReadOptions:
-    store: SyncStoreSpec
-    key_prefix: str
-    key_pairs: tuple[str, ...]
-    subscription: Subscription
-    topic_id: uuid.UUID | None = None
-    partitions: tuple[int, ...] | None = None  # the ``partitions`` option, of every topic
-    start: Bounds = Bounds(EARLIEST)
-    end: Bounds = Bounds(LATEST)
-    start_timestamp_strategy: str = "error"
-    include_headers: bool = False
-    isolation: IsolationLevel = IsolationLevel.READ_UNCOMMITTED
-    max_bytes_per_partition: int = DEFAULT_MAX_BYTES_PER_PARTITION
-    max_rows_per_batch: int = DEFAULT_MAX_ROWS_PER_BATCH
-    catalog: str | None = None
-    metadata_bootstrap: str | None = None
-    fail_on_data_loss: bool = True
-    min_partitions: int | None = None
-    limits: StreamLimits = StreamLimits()
-    ending_given: bool = False  # an ending bound was given (a streaming query refuses one)
-
-    @property
-    def topic(self) -> str:
-        """The one topic of a read that names exactly one."""
-        sub = self.subscription
-        if sub.pattern is not None or len(sub.topics) != 1:
-            raise ConfigurationError(f"this needs exactly one topic, not {sub.describe()}")
-        return sub.topics[0]
-
-    def partitions_of(self, topic: str) -> tuple[int, ...] | None:
-        """The partitions asked of ``topic`` (None: every partition with remote data)."""
-        assigned = self.subscription.assigned_partitions(topic)
-        return assigned if assigned is not None else self.partitions
-
-
-def _bool(name: str, text: str) -> bool:
-    lowered = text.strip().lower()
-    if lowered in ("true", "1", "yes"):
-        return True
-    if lowered in ("false", "0", "no"):
-        return False
-    raise ConfigurationError(f"option {name}={text!r}: expected true or false")
-
-
-def _int(name: str, text: str, minimum: int) -> int:
-    try:
-        value = int(text.strip())
-    except ValueError:
-        raise ConfigurationError(f"option {name}={text!r}: expected an integer") from None
-    if value < minimum:
-        raise ConfigurationError(f"option {name}={value}: must be >= {minimum}")
-    return value
-
-
-_DURATION_UNITS: Final = {"ms": 1, "s": 1000, "m": 60_000, "min": 60_000, "h": 3_600_000}
-
-
-def _duration_ms(name: str, text: str) -> int:
-    """Spark's durations: ``500ms``, ``30s``, ``15m``, ``1h``; a bare number is ms."""
-    match = re.fullmatch(r"\s*(\d+)\s*([a-z]*)\s*", text.lower())
-    unit = match.group(2) if match else None
-    if match is None or (unit and unit not in _DURATION_UNITS):
-        raise ConfigurationError(f"option {name}={text!r}: expected a duration (30s, 15m, 500ms)")
-    return int(match.group(1)) * _DURATION_UNITS.get(unit or "ms", 1)
-
-
-def _json_object(name: str, text: str) -> dict[str, object]:
-    try:
-        value = json.loads(text)
-    except ValueError as exc:
-        raise ConfigurationError(f"option {name}: not valid JSON ({exc})") from None
-    if not isinstance(value, dict):
-        raise ConfigurationError(f"option {name}: expected a JSON object")
-    return value
-
-
 def _per_partition(name: str, text: str, sub: Subscription) -> list[tuple[str, int, int]]:
     """``{"topic": {"0": n, ...}, ...}`` as (topic, partition, n), sorted."""
-    top = _json_object(name, text)
+    top = json_option(name, text)
     others = sorted(t for t in top if not sub.includes(t))
     if others:
         raise ConfigurationError(
@@ -310,7 +165,7 @@ def _bounds(opts: Mapping[str, str], sub: Subscription, *, ending: bool) -> Boun
     side = "ending" if ending else "starting"
     default = LATEST if ending else EARLIEST
     if (text := opts.get(f"{side}timestamp")) is not None:
-        ts = _int(f"{side}Timestamp", text, 0)
+        ts = int_option(f"{side}Timestamp", text, 0)
         return Bounds(Bound(BoundKind.TIMESTAMP, ts))
     if (text := opts.get(f"{side}offsetsbytimestamp")) is not None:
         name = f"{side}OffsetsByTimestamp"
@@ -356,7 +211,7 @@ def _subscription(opts: Mapping[str, str]) -> Subscription:
     if kind == "subscribe":
         names = [_topic_name("subscribe", n) for n in text.split(",")]
         return Subscription(tuple(sorted(set(names))))
-    top = _json_object("assign", text)
+    top = json_option("assign", text)
     if not top:
         raise ConfigurationError("option assign: name at least one topic")
     assigned = []
@@ -395,7 +250,7 @@ def _check_keys(opts: Mapping[str, str]) -> None:
 def _limits(opts: Mapping[str, str]) -> StreamLimits:
     def optional(name: str) -> int | None:
         text = opts.get(name.lower())
-        return None if text is None else _int(name, text, 1)
+        return None if text is None else int_option(name, text, 1)
 
     delay = opts.get("maxtriggerdelay")
     low, high = optional("minOffsetsPerTrigger"), optional("maxOffsetsPerTrigger")
@@ -409,7 +264,7 @@ def _limits(opts: Mapping[str, str]) -> StreamLimits:
         max_trigger_delay_ms=(
             StreamLimits().max_trigger_delay_ms
             if delay is None
-            else _duration_ms("maxTriggerDelay", delay)
+            else duration_option("maxTriggerDelay", delay)
         ),
     )
 
@@ -425,7 +280,7 @@ def parse_options(options: Mapping[str, str]) -> ReadOptions:
         url,
         endpoint_url=opts.get("s3.endpointurl") or None,
         region=opts.get("s3.region") or None,
-        path_style=_bool("s3.pathStyle", opts.get("s3.pathstyle", "false")),
+        path_style=bool_option("s3.pathStyle", opts.get("s3.pathstyle", "false")),
     )
     sub = _subscription(opts)
     partitions = None
@@ -464,20 +319,22 @@ def parse_options(options: Mapping[str, str]) -> ReadOptions:
         start=_bounds(opts, sub, ending=False),
         end=_bounds(opts, sub, ending=True),
         start_timestamp_strategy=strategy,
-        include_headers=_bool("includeHeaders", opts.get("includeheaders", "false")),
+        include_headers=bool_option("includeHeaders", opts.get("includeheaders", "false")),
         isolation=isolation,
-        max_bytes_per_partition=_int(
+        max_bytes_per_partition=int_option(
             "maxBytesPerPartition",
             opts.get("maxbytesperpartition", str(DEFAULT_MAX_BYTES_PER_PARTITION)),
             1,
         ),
-        max_rows_per_batch=_int(
+        max_rows_per_batch=int_option(
             "maxRowsPerBatch", opts.get("maxrowsperbatch", str(DEFAULT_MAX_ROWS_PER_BATCH)), 1
         ),
         catalog=opts.get("catalog") or None,
         metadata_bootstrap=opts.get("metadatabootstrap") or None,
-        fail_on_data_loss=_bool("failOnDataLoss", opts.get("failondataloss", "true")),
-        min_partitions=None if min_partitions is None else _int("minPartitions", min_partitions, 1),
+        fail_on_data_loss=bool_option("failOnDataLoss", opts.get("failondataloss", "true")),
+        min_partitions=None
+        if min_partitions is None
+        else int_option("minPartitions", min_partitions, 1),
         limits=_limits(opts),
         ending_given=any(
             k in opts for k in ("endingoffsets", "endingtimestamp", "endingoffsetsbytimestamp")

@@ -23,8 +23,8 @@ from gateway.metadata.open import open_manager
 from gateway.metadata.scan import BucketScanner
 from gateway.remote.keyring import KeyRing
 from gateway.remote.reader import SegmentReader
-from gateway.spark.driver import Claims
-from gateway.spark.options import ReadOptions
+from gateway.spark.read_options import ReadOptions
+from gateway.spark.rlmm import Claims
 from gateway.storage.base import ObjectStore
 from gateway.storage.factory import open_store
 from gateway.storage.retry import Retrier, RetryPolicy

@@ -16,12 +16,10 @@ before it asks for the partitions, so the plan must exist by then. Each task rea
 
 from __future__ import annotations
 
-import argparse
 import os
 import sys
 from collections.abc import Iterator, Mapping
-from types import SimpleNamespace
-from typing import cast
+from pathlib import Path
 
 import pyarrow as pa
 from pyspark.sql import SparkSession
@@ -54,14 +52,16 @@ from gateway.errors import ConfigurationError
 from gateway.spark import FORMAT_NAME
 from gateway.spark.columns import arrow_schema
 from gateway.spark.driver import ReadPlan, build_plan
-from gateway.spark.options import ReadOptions, StreamLimits, parse_options
+from gateway.spark.options import parse_options
 from gateway.spark.plan import Split
 from gateway.spark.read import read_split
+from gateway.spark.read_options import ReadOptions, StreamLimits
 from gateway.spark.segments import ReadContext
 from gateway.spark.ship import ship_package
 from gateway.spark.stream import StreamPlanner
 from gateway.spark.typed import TypedSide, for_spark, typed_arrow_schema, typed_batch
 from gateway.spark.typed_plan import typed_sides
+from gateway.spark.typed_request import SideRequest, TypedRequest
 
 
 def spark_schema(include_headers: bool) -> StructType:
@@ -96,13 +96,17 @@ def typed_options(options: Mapping[str, str], topic: str) -> tuple[TypedSide, ..
     or ``schemaDir``; credentials from the ``TIERED_GATEWAY_SCHEMA_REGISTRY_*`` variables),
     resolved on the driver (:mod:`gateway.spark.typed`)."""
     o = {k.lower(): v for k, v in options.items()}
-    asked = SimpleNamespace(
-        topic=topic, config=None, schema_registry_url=o.get("schemaregistryurl"),
-        schema_dir=o.get("schemadir"),
-        **{f"{side}_{what}": o.get(f"{side}{what}") for side in ("key", "value")
-           for what in ("format", "subject", "message")},
-    )  # fmt: skip
-    return tuple(for_spark(side) for side in typed_sides(cast(argparse.Namespace, asked)))
+    schema_dir = o.get("schemadir")
+    request = TypedRequest(
+        sides=tuple(
+            SideRequest(side, fmt, o.get(f"{side}subject"), o.get(f"{side}message"))
+            for side in ("key", "value")
+            if (fmt := o.get(f"{side}format"))
+        ),
+        schema_registry_url=o.get("schemaregistryurl"),
+        schema_dir=None if schema_dir is None else Path(schema_dir),
+    )
+    return tuple(for_spark(side) for side in typed_sides(request, topic))
 
 
 def typed_schema(include_headers: bool, typed: tuple[TypedSide, ...]) -> StructType:

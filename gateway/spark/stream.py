@@ -53,7 +53,6 @@ from gateway.service.locate import Claim, remote_bounds
 from gateway.service.types import IsolationLevel
 from gateway.spark.dataloss import missing
 from gateway.spark.driver import (
-    Claims,
     ReadPlan,
     check_ends,
     context_of,
@@ -61,8 +60,9 @@ from gateway.spark.driver import (
     resolve_starts,
     subscribed_partitions,
 )
-from gateway.spark.options import ReadOptions, StreamLimits
+from gateway.spark.read_options import ReadOptions, StreamLimits
 from gateway.spark.rescan import Rescan
+from gateway.spark.rlmm import Claims
 from gateway.spark.stable import stable_end
 
 log = logging.getLogger("gateway.spark.driver")

@@ -4,7 +4,6 @@ runs; the tasks then need no registry."""
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import json
 from pathlib import Path
@@ -16,18 +15,16 @@ from gateway.schemas.cache import imports, schemas_for
 from gateway.schemas.registry import RegistryClient, SchemaDir, SchemaSource
 from gateway.spark.typed import TypedSide, resolve
 from gateway.spark.typed_arrow import Schema
+from gateway.spark.typed_request import TypedRequest
 
-SIDES = ("key", "value")
 
-
-def typed_sides(args: argparse.Namespace) -> tuple[TypedSide, ...]:
+def typed_sides(request: TypedRequest, topic: str) -> tuple[TypedSide, ...]:
     """The typed sides ``--key-format`` / ``--value-format`` ask for (none: a binary export)."""
-    asked = [s for s in SIDES if getattr(args, f"{s}_format", None)]
-    if not asked:
+    if not request.sides:
         return ()
-    given = {n: getattr(args, n) for n in ("schema_registry_url", "schema_dir")
-             if getattr(args, n, None) is not None}  # fmt: skip
-    settings = load_command_settings(given, getattr(args, "config", None))
+    given = {n: v for n, v in (("schema_registry_url", request.schema_registry_url),
+             ("schema_dir", request.schema_dir)) if v is not None}  # fmt: skip
+    settings = load_command_settings(given, request.config)
     schemas = schemas_for(settings)
     if schemas is None:
         raise ConfigurationError(
@@ -38,16 +35,12 @@ def typed_sides(args: argparse.Namespace) -> tuple[TypedSide, ...]:
     async def plan() -> tuple[TypedSide, ...]:
         try:
             sides = []
-            for side in asked:
-                subject = getattr(args, f"{side}_subject", None) or f"{args.topic}-{side}"
+            for asked in request.sides:
+                subject = asked.subject or f"{topic}-{asked.side}"
                 versions = await subject_versions(schemas.source, subject)
                 if not versions:
                     raise ConfigurationError(f"subject {subject} has no version in the registry")
-                fmt, message = (
-                    getattr(args, f"{side}_format"),
-                    getattr(args, f"{side}_message", None),
-                )
-                sides.append(resolve(side, fmt, subject, message, versions))
+                sides.append(resolve(asked.side, asked.format, subject, asked.message, versions))
             return tuple(sides)
         finally:
             await schemas.aclose()

@@ -81,7 +81,7 @@ from gateway.remote.sync_reader import SyncSegmentReader
 from gateway.scrub import Finding, audit_segment, check_continuity, inventory
 from gateway.scrub.findings import INTERNAL
 from gateway.service.types import IsolationLevel
-from gateway.spark import driver
+from gateway.spark import rlmm
 from gateway.spark import segments as spark_read
 from gateway.spark.driver import ReadPlan, build_plan
 from gateway.spark.options import parse_options
@@ -121,7 +121,7 @@ MAX_ROWS_PER_BATCH: Final = 50  # several Arrow batches per split
 ELSEWHERE: Final = " (not the damaged segment)"
 _DRIVER_LOG: Final = "gateway.spark.driver"
 
-Metadata = tuple[RemoteLogMetadataManager, driver.Claims]
+Metadata = tuple[RemoteLogMetadataManager, rlmm.Claims]
 """What the driver plans from: the RLMM of a bucket scan, and the manifests it could not read
 (by partition)."""
 
@@ -209,7 +209,7 @@ def clear_executor_caches() -> None:
 def load_metadata(options: Mapping[str, str]) -> Metadata:
     """The driver's metadata for reads of ``options``' store: a bucket scan into memory, and
     the manifests it could not read (what ``build_plan`` loads when given none)."""
-    return driver.load_with_claims(parse_options(options))
+    return rlmm.load_with_claims(parse_options(options))
 
 
 def read_source(

@@ -16,7 +16,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from gateway.errors import ConfigurationError, CorruptDataError
-from gateway.spark.export import prepare_output
+from gateway.spark.output import prepare_output
 from gateway.spark.sink import OutputSpec, open_output, write_batches
 from tests.spark.test_sink import SPLIT, batch
 

@@ -25,15 +25,10 @@ from gateway.kafka.offset_index import OffsetIndex
 from gateway.kafka.writer import SegmentWriter
 from gateway.spark.columns import arrow_schema
 from gateway.spark.driver import ReadPlan, build_plan
-from gateway.spark.options import (
-    EARLIEST,
-    LATEST,
-    Bound,
-    BoundKind,
-    parse_options,
-)
+from gateway.spark.options import parse_options
 from gateway.spark.plan import SegmentRef, Split, plan_partition, split_byte_range
 from gateway.spark.read import read_split
+from gateway.spark.read_options import EARLIEST, LATEST, Bound, BoundKind
 from tests.spark.support import Bucket, Expected, write_bucket
 from tests.unit.kafka.independent import Rec, build
 

@@ -7,7 +7,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from gateway.errors import ConfigurationError
-from gateway.spark.options import StreamLimits, parse_options
+from gateway.spark.options import parse_options
+from gateway.spark.read_options import StreamLimits
 from gateway.spark.stream import admit, from_json, share, to_json
 
 keys = st.tuples(st.sampled_from(["a", "b", "c"]), st.integers(0, 5))

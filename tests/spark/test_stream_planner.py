@@ -13,7 +13,8 @@ import pytest
 from gateway.errors import OffsetOutOfRangeError, RemoteGapError
 from gateway.service.locate import remote_bounds
 from gateway.spark.driver import build_plan, context_of
-from gateway.spark.options import StreamLimits, parse_options
+from gateway.spark.options import parse_options
+from gateway.spark.read_options import StreamLimits
 from gateway.spark.stable import stable_end
 from gateway.spark.stream import INITIAL, StreamPlanner, from_json
 from tests.spark.stream_bucket import TOPIC, Tiered, make_tiered
