@@ -4,6 +4,7 @@ interpreter with no venv activated, and an empty scrub scope."""
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -17,6 +18,7 @@ from gateway.demo import DemoBucket
 
 pytestmark = pytest.mark.spark
 
+PROGRESS = re.compile(r"export \S+: \d+/\d+ tasks done")  # gateway.spark.progress
 READ = """
 import sys
 from pyspark.sql import SparkSession
@@ -94,8 +96,9 @@ def test_a_failed_export_says_one_thing_and_keeps_the_traces_in_its_log(
         env=env, capture_output=True, text=True, timeout=600, check=False,
     )  # fmt: skip
     assert done.returncode == 1, done.stderr[-3000:]
-    lines = done.stderr.strip().splitlines()
-    assert len(lines) <= 6, done.stderr[-3000:]  # was ~150: Spark's traces, then the error
+    # the progress lines come every 5 s, as many as the machine's load makes the job last
+    lines = [ln for ln in done.stderr.strip().splitlines() if not PROGRESS.match(ln)]
+    assert len(lines) <= 5, done.stderr[-3000:]  # was ~150: Spark's traces, then the error
     assert any(ln.startswith("error: export of orders failed") and "CrcMismatch" in ln
                for ln in lines)  # fmt: skip
     assert str(spark_log) in lines[-1]
