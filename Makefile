@@ -46,9 +46,12 @@ $(CHROMIUM):
 	apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium
 
 # CI's command (.ci/run): every static check, then the whole suite but the slow tests (the
-# deploy check among them: tests/integration/test_deploy.py).
+# deploy check among them: tests/integration/test_deploy.py), its files on four workers (most
+# of its time is spent waiting on servers, JVMs and subprocesses: four workers on two cores took
+# 16 min where one took 26; the longest modules are started first, tests/conftest.py).
+TEST_WORKERS ?= 4
 test: lint $(DEPLOY_VENV)/.installed $(CHROMIUM)
-	$(BIN)/pytest
+	$(BIN)/pytest -n $(TEST_WORKERS) --dist loadfile
 
 # Issue 28: every surface against what a real Kafka broker and the real Aiven plugin wrote and
 # read (tests/fixtures/real_kafka): a PASS/FAIL line per check, a table, `N checks, M
