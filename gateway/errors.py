@@ -1,9 +1,11 @@
 """The one exception tree of tiered-gateway.
 
-Every error the core raises is a :class:`GatewayError`. The HTTP layer maps an error to a
-response from three class attributes only: ``status`` (HTTP status code), ``code`` (a stable,
-machine-readable error code) and ``retriable`` (whether the same request may succeed later).
-Corrupt input is never "retriable": retrying does not change the bytes in the bucket.
+Every error the core raises is a :class:`GatewayError` with two class attributes: ``code`` (a
+stable, machine-readable error code) and ``retriable`` (whether the same request may succeed
+later). Corrupt input is never "retriable": retrying does not change the bytes in the bucket.
+The errors carry no transport status: each adapter maps their types to its own codes in one
+table (HTTP: :data:`gateway.api.statuses.HTTP_STATUS`; the Kafka listener:
+:func:`gateway.listener.codes.error_code`).
 """
 
 from __future__ import annotations
@@ -15,7 +17,6 @@ from typing import TypeVar
 class GatewayError(Exception):
     """Root of every error raised by tiered-gateway."""
 
-    status: int = 500
     code: str = "internal_error"
     retriable: bool = False
 
@@ -36,7 +37,6 @@ def add_context(exc: _E, context: str) -> _E:
 class CorruptDataError(GatewayError):
     """Stored bytes fail a format or integrity check; never served."""
 
-    status = 502
     code = "corrupt_data"
 
 
@@ -87,7 +87,6 @@ class CorruptCheckpointError(CorruptDataError):
 class UnsupportedFormatError(GatewayError):
     """Well-formed data in a format this gateway does not serve."""
 
-    status = 501
     code = "unsupported_format"
 
 
@@ -128,14 +127,12 @@ class IntegrityError(CorruptDataError):
 class StorageError(GatewayError):
     """The object store failed; whether a retry may help is decided per subclass."""
 
-    status = 502
     code = "storage_error"
 
 
 class ObjectNotFoundError(StorageError):
     """The object is not in the store (e.g. a segment deleted by retention after listing)."""
 
-    status = 404
     code = "object_not_found"
 
 
@@ -143,7 +140,6 @@ class StorageUnavailableError(StorageError):
     """A transient store fault (503 SlowDown, 500, timeout, reset, short body), or the store
     away: a filesystem root that is not there, a bucket that answers NoSuchBucket."""
 
-    status = 503
     code = "storage_unavailable"
     retriable = True
 
@@ -151,7 +147,6 @@ class StorageUnavailableError(StorageError):
 class DeadlineExceededError(GatewayError):
     """The request's deadline passed before the store answered."""
 
-    status = 504
     code = "deadline_exceeded"
     retriable = True
 
@@ -162,7 +157,6 @@ class DeadlineExceededError(GatewayError):
 class MetadataError(GatewayError):
     """The remote log metadata (RLMM) rejected an event or a lookup."""
 
-    status = 500
     code = "metadata_error"
 
 
@@ -170,7 +164,6 @@ class MetadataUnavailableError(MetadataError):
     """A followed ``__remote_log_metadata`` topic could not be read up to its end (the cluster
     cannot be reached, or answers errors): the catalog is not known, never empty."""
 
-    status = 503
     code = "metadata_unavailable"
     retriable = True
 
@@ -178,7 +171,6 @@ class MetadataUnavailableError(MetadataError):
 class InvalidStateTransitionError(MetadataError):
     """A segment or partition-delete state change that Kafka does not allow; nothing changed."""
 
-    status = 409
     code = "invalid_state_transition"
 
 
@@ -186,14 +178,12 @@ class RemoteResourceNotFoundError(MetadataError):
     """An update names a segment the manager does not know (Kafka's
     ``RemoteResourceNotFoundException``)."""
 
-    status = 404
     code = "remote_resource_not_found"
 
 
 class UnknownTopicOrPartitionError(MetadataError):
     """No remote metadata for this topic or partition (a caller error, not a fault)."""
 
-    status = 404
     code = "unknown_topic_or_partition"
 
 
@@ -203,7 +193,6 @@ class UnknownTopicOrPartitionError(MetadataError):
 class InvalidRequestError(GatewayError):
     """A request parameter is invalid; ``parameter`` names it."""
 
-    status = 400
     code = "invalid_request"
 
     def __init__(self, message: str, parameter: str | None = None) -> None:
@@ -215,7 +204,6 @@ class InvalidFormatError(InvalidRequestError):
     """A record's key, value or header value is not valid in the asked format; ``parameter``
     names the format parameter and ``offset`` the record."""
 
-    status = 422
     code = "invalid_format"
 
     def __init__(self, message: str, parameter: str, offset: int | None = None) -> None:
@@ -231,14 +219,12 @@ class SchemaRegistryError(GatewayError):
     """The schema registry (or the schema snapshot folder) answered what its API does not
     promise: a configuration or registry fault, not the request's."""
 
-    status = 502
     code = "schema_registry_error"
 
 
 class SchemaRegistryUnavailableError(SchemaRegistryError):
     """The schema registry cannot be reached or answers 5xx: retriable."""
 
-    status = 503
     code = "schema_registry_unavailable"
     retriable = True
 
@@ -246,14 +232,12 @@ class SchemaRegistryUnavailableError(SchemaRegistryError):
 class NotAcceptableError(GatewayError):
     """No representation the client accepts (the ``Accept`` header)."""
 
-    status = 406
     code = "not_acceptable"
 
 
 class NotReadyError(GatewayError):
     """The catalog has not been loaded yet."""
 
-    status = 503
     code = "not_ready"
     retriable = True
 
@@ -262,7 +246,6 @@ class OverloadedError(GatewayError):
     """The response bytes in flight are at their budget and this request's share did not free
     up within its deadline: retriable, later or elsewhere."""
 
-    status = 503
     code = "overloaded"
     retriable = True
 
@@ -274,7 +257,6 @@ class TransactionPendingError(GatewayError):
     offset (where read_committed stops), and the id of the topic incarnation they are of;
     ``None`` where not known (a Spark read)."""
 
-    status = 503
     code = "transaction_pending"
     retriable = True
 
@@ -299,7 +281,6 @@ class OffsetOutOfRangeError(GatewayError):
     remote log start offset and the end offset (one past the highest) for the client, and
     the id of the topic incarnation they are of (``None`` where not known)."""
 
-    status = 416
     code = "offset_out_of_range"
 
     def __init__(
@@ -323,7 +304,6 @@ class AuthenticationError(GatewayError):
     """The request's credentials are missing, malformed, expired or do not verify. The message
     says which check failed, never the credential itself."""
 
-    status = 401
     code = "authentication_failed"
     challenge: str = 'Bearer realm="tiered-gateway"'  # the WWW-Authenticate header of a 401
 
@@ -331,7 +311,6 @@ class AuthenticationError(GatewayError):
 class AuthorizationError(GatewayError):
     """The principal may not do this (a resource other than a topic, e.g. ``/metrics``)."""
 
-    status = 403
     code = "authorization_failed"
 
 
@@ -346,7 +325,6 @@ class AuthUnavailableError(GatewayError):
     """What verifies credentials cannot be reached (a JWKS endpoint down): the request is
     refused, never let through (fail closed); retriable."""
 
-    status = 503
     code = "auth_unavailable"
     retriable = True
 
@@ -354,7 +332,6 @@ class AuthUnavailableError(GatewayError):
 class RateLimitedError(GatewayError):
     """The principal is over its request rate; ``retry_after_s`` says when to come back."""
 
-    status = 429
     code = "rate_limited"
     retriable = True
 
@@ -369,7 +346,6 @@ class RateLimitedError(GatewayError):
 class ConfigurationError(GatewayError):
     """A setting is wrong (bad key file, missing key id, access denied): fix and restart."""
 
-    status = 500
     code = "configuration_error"
 
 
@@ -383,7 +359,6 @@ class KeyNotConfiguredError(ConfigurationError):
 class InvalidKeyError(GatewayError):
     """An object key that is not in the layout it claims (a caller error)."""
 
-    status = 400
     code = "invalid_object_key"
 
 
@@ -393,5 +368,4 @@ class InvalidKeyError(GatewayError):
 class ExportFailedError(GatewayError):
     """A Spark task of an export failed after Spark's retries (the message is its error)."""
 
-    status = 500
     code = "export_failed"

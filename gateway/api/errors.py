@@ -5,8 +5,9 @@ Every error body is ``{"error_code", "message", "retriable"}`` plus what helps t
 the remote tier, those and ``last_stable_offset`` for a read_committed fetch at a transaction
 not decided in the remote tier (``transaction_pending``: where the client stands, so an
 on-call engineer sees how far the open transaction is from the log end), ``offset`` for a
-record not valid in the asked format. Status, code and
-retriability come from the :class:`~gateway.errors.GatewayError` class attributes only.
+record not valid in the asked format. Code and retriability come from the
+:class:`~gateway.errors.GatewayError` class attributes, the status from the adapter's table
+(:data:`~gateway.api.statuses.HTTP_STATUS`).
 FastAPI's validation errors and Starlette's routing errors are first turned into a
 :class:`GatewayError`, so they render the same way; an unexpected exception becomes a generic
 500 (the traceback goes to the log, not the client). NDJSON streams end with the same body
@@ -25,6 +26,7 @@ from fastapi.exceptions import RequestValidationError
 from starlette.exceptions import HTTPException
 from starlette.responses import Response
 
+from gateway.api.statuses import http_status
 from gateway.errors import (
     AuthenticationError,
     GatewayError,
@@ -71,7 +73,10 @@ def error_body(exc: BaseException) -> dict[str, Any]:
 
 
 def error_response(exc: BaseException) -> Response:
-    status = exc.status if isinstance(exc, GatewayError) else 500
+    if isinstance(exc, HttpRoutingError):
+        status = exc.status
+    else:
+        status = http_status(exc) if isinstance(exc, GatewayError) else 500
     headers: dict[str, str] = {}
     if isinstance(exc, HttpRoutingError):
         headers.update(exc.headers)

@@ -69,6 +69,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
+from gateway.api.statuses import http_status
 from gateway.config import Settings
 from gateway.deadline import Deadline
 from gateway.errors import GatewayError
@@ -511,7 +512,9 @@ def _error_problem(exc: BaseException, where: str) -> Problem:
         and exc.code != "internal_error"
     ):
         return Problem(
-            "typed_error", f"typed:{exc.code}", f"{where}: {exc.status} {exc.code}: {exc}"[:400]
+            "typed_error",
+            f"typed:{exc.code}",
+            f"{where}: {http_status(exc)} {exc.code}: {exc}"[:400],
         )
     tb = "".join(traceback.format_exception(exc)[-4:])
     return Problem("untyped", f"untyped:{type(exc).__name__}", f"{where}: {tb}"[:1500])

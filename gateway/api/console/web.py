@@ -28,6 +28,7 @@ from starlette.responses import HTMLResponse, RedirectResponse, Response
 
 from gateway.api.auth import access_of, client_host, credentials
 from gateway.api.errors import error_body
+from gateway.api.statuses import http_status
 from gateway.errors import AuthenticationError, GatewayError, InvalidRequestError
 from gateway.security.access import Credentials
 
@@ -98,7 +99,7 @@ def error_page(request: Request, exc: GatewayError) -> Response:
         headers["Retry-After"] = "1"
     return HTMLResponse(
         templates.get_template("error.html").render(title="Error", error=body),
-        status_code=exc.status,
+        status_code=http_status(exc),
         headers=headers,
     )
 

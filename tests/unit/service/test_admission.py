@@ -8,6 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from gateway.api.statuses import http_status
 from gateway.deadline import Deadline
 from gateway.errors import OverloadedError
 from gateway.service.admission import ByteBudget
@@ -55,7 +56,7 @@ async def test_past_the_deadline_is_overloaded_and_leaves_no_trace() -> None:
     held = await budget.acquire(100, Deadline.after(10))
     with pytest.raises(OverloadedError) as info:
         await budget.acquire(1, Deadline.after(-1))  # already past: refused without waiting
-    assert info.value.status == 503 and info.value.retriable
+    assert http_status(info.value) == 503 and info.value.retriable
     assert info.value.code == "overloaded"
     assert budget.waiting == 0 and budget.stats.refused == 1
     budget.release(held)

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from gateway.api.statuses import http_status
 from gateway.config import Settings
 from gateway.deadline import Deadline
 from gateway.demo import DemoBucket
@@ -89,7 +90,7 @@ async def test_data_answers_503_not_ready_until_the_store_can_be_listed(
         for call in calls:
             with pytest.raises(NotReadyError, match="not a directory") as caught:
                 await call
-            assert caught.value.status == 503 and caught.value.retriable
+            assert http_status(caught.value) == 503 and caught.value.retriable
         assert "tiered_gateway_ready 0.0" in metrics_text(svc)
         shutil.copytree(demo.root / "bucket", root)  # the volume is back
         await svc.wait_ready()  # the retried first scan
@@ -133,7 +134,7 @@ async def test_a_partition_whose_only_manifest_is_unreadable_is_502_not_unknown(
                      svc.list_offsets("ghost", 3, "earliest", Deadline.after(30))):  # fmt: skip
             with pytest.raises(CorruptManifestError, match=re.escape(key.key)) as caught:
                 await call
-            assert caught.value.status == 502
+            assert http_status(caught.value) == 502
         with pytest.raises(UnknownTopicOrPartitionError):  # other partitions: unknown as ever
             await svc.segments("ghost", 0)
         assert GHOST_ID in (await svc.topics())["ghost"]
@@ -219,7 +220,7 @@ async def test_an_unconfigured_key_pair_is_warned_at_start_and_answers_key_not_c
                 await svc.fetch("payments", 0, 0, max_bytes=1 << 20,
                                 isolation=IsolationLevel.READ_UNCOMMITTED,
                                 deadline=Deadline.after(30))  # fmt: skip
-            assert (caught.value.status, caught.value.code) == (500, "key_not_configured")
+            assert (http_status(caught.value), caught.value.code) == (500, "key_not_configured")
             assert not caught.value.retriable
             assert "'demo'" in str(caught.value) and "--key-pair demo=PATH" in str(caught.value)
             assert (await svc.partition("orders", 0)).partition == 0

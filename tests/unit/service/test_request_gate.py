@@ -8,6 +8,7 @@ import asyncio
 
 import pytest
 
+from gateway.api.statuses import http_status
 from gateway.deadline import Deadline
 from gateway.errors import OverloadedError
 from gateway.service.admission import LoopLag, RequestGate
@@ -72,7 +73,7 @@ async def test_a_waiter_that_goes_away_gives_its_place_up() -> None:
 
 
 async def test_overloaded_is_a_retriable_503() -> None:
-    assert (OverloadedError.status, OverloadedError.code, OverloadedError.retriable) == (
+    assert (http_status(OverloadedError), OverloadedError.code, OverloadedError.retriable) == (
         503,
         "overloaded",
         True,
