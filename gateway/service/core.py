@@ -77,10 +77,9 @@ class GatewayService:
         self.retrier = retrier
         self.scanner = scanner
         self._executor = executor
-        self._fetcher = Fetcher(rlmm, source)
         # Reads and offset lookups consult the scanner's unreadable manifests: the offsets
         # such a segment would hold fail naming it instead of vanishing.
-        self._fetcher.claims = scanner.unreadable
+        self._fetcher = Fetcher(rlmm, source, claims=scanner.unreadable)
         self._offsets = OffsetFinder(rlmm, source, executor, self._fetcher)
         self._catalog = PartitionCatalog(
             rlmm, scanner, self._fetcher, self._offsets, self._require_ready
