@@ -12,7 +12,9 @@
   offset not in remote storage, max(highest remote + 1, log start): the remote log end too,
   and when nothing is in remote storage the EARLIEST answer (§12.1: the local log starts at
   the log start, the gateway having no local part). These three read the remote tier
-  whatever the isolation level (as a broker's do);
+  whatever the isolation level (as a broker's do); the service answers them
+  (:meth:`GatewayService.list_offsets <gateway.service.core.GatewayService.list_offsets>`),
+  this module maps each to its spec and first version;
 * a special timestamp below its minimum version, or any other negative one, is
   ``UNSUPPORTED_VERSION`` (§12.1);
 * v10+ ``timeout_ms`` (KIP-1075), when positive, is the request's deadline, within
@@ -28,12 +30,10 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections import Counter
-from collections.abc import Sequence
 from typing import Any, Final
 
 from gateway.deadline import Deadline
 from gateway.errors import DeadlineExceededError
-from gateway.kafka.epoch import LeaderEpochCache
 from gateway.listener import codes
 from gateway.listener.context import Context
 from gateway.listener.failures import Failures
@@ -58,17 +58,12 @@ _SPECS: Final[dict[int, tuple[OffsetSpec, int]]] = {
     -1: ("latest", 1),
     -2: ("earliest", 1),
     -3: ("max_timestamp", 7),
+    -4: ("earliest_local", 8),  # KIP-1005 EARLIEST_LOCAL
+    -5: ("latest_tiered", 9),  # KIP-1005 LATEST_TIERED
+    -6: ("earliest_pending_upload", 11),  # KIP-1023 EARLIEST_PENDING_UPLOAD
 }
-"""A special timestamp -> the service's spec and the first ListOffsets version taking it."""
-EARLIEST_LOCAL: Final = -4
-LATEST_TIERED: Final = -5
-EARLIEST_PENDING_UPLOAD: Final = -6
-_REMOTE_END_SPECS: Final[dict[int, int]] = {
-    EARLIEST_LOCAL: 8,
-    LATEST_TIERED: 9,
-    EARLIEST_PENDING_UPLOAD: 11,
-}
-"""The special timestamps answered from the remote log end, and their first version."""
+"""A special timestamp -> the service's spec and the first ListOffsets version taking it (what
+-4 to -6 mean for a log that is all remote tier is the service's to say)."""
 
 
 def _list_offsets_deadline(ctx: Context, request: Request) -> Deadline:
@@ -97,58 +92,15 @@ async def _offset(
         spec: OffsetSpec = special[0]
     elif timestamp >= 0:
         spec = timestamp
-    elif version >= _REMOTE_END_SPECS.get(timestamp, version + 1):
-        return await _remote_tier(ctx, topic, partition, timestamp, deadline=deadline,
-                                  isolation=isolation)  # fmt: skip
     else:
         return None
     return _triple(await ctx.service.list_offsets(topic, partition, spec, deadline,
                                                   isolation=isolation))  # fmt: skip
 
 
-async def _remote_tier(
-    ctx: Context,
-    topic: str,
-    partition: int,
-    timestamp: int,
-    *,
-    deadline: Deadline,
-    isolation: IsolationLevel,
-) -> tuple[int, int, int]:
-    """The answer to ``-4`` EARLIEST_LOCAL, ``-5`` LATEST_TIERED or ``-6``
-    EARLIEST_PENDING_UPLOAD (the module docstring), from the remote log end read
-    read_uncommitted (every offset in remote storage) and its epoch. What these mean for a
-    log that is all remote tier is the service's semantics, answered here from its
-    ``latest``, ``earliest`` and partition bounds."""
-    end = await ctx.service.list_offsets(
-        topic, partition, "latest", deadline, isolation=IsolationLevel.READ_UNCOMMITTED
-    )
-    epoch = -1 if end.leader_epoch is None else end.leader_epoch
-    if timestamp == EARLIEST_LOCAL or (timestamp == EARLIEST_PENDING_UPLOAD and end.offset > 0):
-        return end.offset, -1, epoch
-    if timestamp == EARLIEST_PENDING_UPLOAD:  # nothing uploaded: as EARLIEST (§12.1)
-        found = await ctx.service.list_offsets(
-            topic, partition, "earliest", deadline, isolation=isolation
-        )
-        return _triple(found)
-    if end.offset <= 0:  # LATEST_TIERED, nothing in remote storage
-        return -1, -1, -1
-    info = await ctx.service.partition(topic, partition)
-    return end.offset - 1, -1, _epoch_of(info.leader_epochs, end.offset - 1)
-
-
 def _triple(found: OffsetResult) -> tuple[int, int, int]:
     """A service answer as the partition's (offset, timestamp, leader epoch); -1: none."""
     return found.offset, found.timestamp, -1 if found.leader_epoch is None else found.leader_epoch
-
-
-def _epoch_of(lineage: Sequence[tuple[int, int]], offset: int) -> int:
-    """The leader epoch of ``offset`` in a partition's epoch lineage ((epoch, start offset),
-    ascending, as :class:`~gateway.service.types.PartitionInfo` shows it, from the service's
-    own :class:`LeaderEpochCache`): Kafka's ``epochForOffset``, the last epoch starting at or
-    before it; -1 when none does."""
-    epoch = LeaderEpochCache(lineage).epoch_for_offset(offset)
-    return -1 if epoch is None else epoch
 
 
 async def list_offsets(ctx: Context, request: Request) -> Reply:

@@ -12,6 +12,7 @@ import logging
 import uuid
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
+from typing import Final
 
 from gateway.cache.segments import SegmentSource
 from gateway.deadline import Deadline
@@ -49,6 +50,9 @@ from gateway.service.types import (
 from gateway.storage.retry import Retrier
 
 log = logging.getLogger(__name__)
+
+TIERED_SPECS: Final = frozenset({"earliest_local", "latest_tiered", "earliest_pending_upload"})
+"""The ListOffsets specs of the tiered-storage timestamps (-4, -5, -6)."""
 
 
 class GatewayService:
@@ -276,6 +280,8 @@ class GatewayService:
                 return latest
             stable = await self._stable(tp, deadline)
             return dataclasses.replace(latest, offset=min(latest.offset, stable.stable))
+        if spec in TIERED_SPECS:
+            return await self._remote_tier(tp, spec, deadline)
         if spec == "max_timestamp":
             found = await finder.max_timestamp(tp, deadline)
         elif isinstance(spec, bool) or not isinstance(spec, int) or spec < 0:
@@ -290,6 +296,23 @@ class GatewayService:
             if found.offset >= stable.stable:
                 return NOT_FOUND
         return found
+
+    async def _remote_tier(
+        self, tp: TopicIdPartition, spec: OffsetSpec, deadline: Deadline
+    ) -> OffsetResult:
+        """What the tiered-storage timestamps mean for a log that is all remote tier, whatever
+        the isolation level: -4 EARLIEST_LOCAL and -6 EARLIEST_PENDING_UPLOAD are the remote
+        log end (where a local log would begin; nothing past it waits for an upload), -6 with
+        nothing uploaded is EARLIEST (remote-read-semantics §12.1); -5 LATEST_TIERED is the
+        highest remote offset, with its leader epoch."""
+        await self._catalog.bounds(tp, deadline)
+        finder = self._offsets
+        if spec == "latest_tiered":
+            return await asyncio.to_thread(finder.latest_tiered, tp)
+        end = await asyncio.to_thread(finder.latest, tp)
+        if spec == "earliest_local" or end.offset > 0:
+            return end
+        return await asyncio.to_thread(finder.earliest, tp)
 
     async def catalog_topics(self) -> frozenset[str]:
         """The topic names of the catalog as of the last completed scan (none before it);

@@ -142,6 +142,16 @@ class OffsetFinder:
         lineage = self._rlmm.epoch_lineage(tp)
         return OffsetResult(end, -1, lineage[-1].epoch if lineage else None)
 
+    def latest_tiered(self, tp: TopicIdPartition) -> OffsetResult:
+        """-5 LATEST_TIERED: the highest offset in remote storage and its leader epoch; none
+        when nothing is."""
+        start, end = remote_bounds(self._rlmm, tp)
+        self.claim_outside(tp, start, end)
+        if end == 0:
+            return NOT_FOUND
+        check_epochs(self._rlmm, tp)
+        return OffsetResult(end - 1, -1, self._rlmm.epoch_for_offset(tp, end - 1))
+
     def _max_timestamp_segment(
         self, tp: TopicIdPartition
     ) -> tuple[RemoteLogSegmentMetadata, int] | None:

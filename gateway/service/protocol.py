@@ -34,7 +34,13 @@ from gateway.service.types import (
     SegmentInfo,
 )
 
-OffsetSpec = int | Literal["earliest", "latest", "max_timestamp"]
+OffsetSpec = int | Literal[
+    "earliest", "latest", "max_timestamp", "earliest_local", "latest_tiered",
+    "earliest_pending_upload",
+]  # fmt: skip
+"""A ListOffsets question: a time in ms, or one of Kafka's special timestamps (-2 earliest, -1
+latest, -3 max_timestamp; the tiered-storage ones of KIP-405/KIP-1023, -4 earliest_local, -5
+latest_tiered, -6 earliest_pending_upload, answered for a log that is all remote tier)."""
 
 
 class Service(Protocol):

@@ -157,6 +157,10 @@ class FakeService:
             return OffsetResult(self.stable if committed else END, -1, 3)
         if spec == "max_timestamp":
             return OffsetResult(END - 1, 1_700_000_000_000 + END - 1, 3)
+        if spec in ("earliest_local", "earliest_pending_upload"):  # the remote log end
+            return OffsetResult(END, -1, 3)
+        if spec == "latest_tiered":  # the highest remote offset
+            return OffsetResult(END - 1, -1, 3)
         assert isinstance(spec, int)
         offset = spec - 1_700_000_000_000
         return OffsetResult(offset, spec, 3) if 0 <= offset < END else OffsetResult(-1, -1, None)

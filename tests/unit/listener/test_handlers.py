@@ -29,7 +29,6 @@ from gateway.listener.framing import (
     MalformedRequestError,
     frame_size,
 )
-from gateway.listener.offsets import _epoch_of
 from gateway.listener.startup import check_listener
 from gateway.service.types import OffsetResult, PartitionInfo
 from tests.unit.listener.support import (
@@ -196,20 +195,24 @@ def test_list_offsets_specs(version: int, isolation: int) -> None:
 
 
 class _Empty(FakeService):
-    """A partition with nothing in remote storage: its start and end 0, EARLIEST with no
-    leader epoch (the latest epoch is 3)."""
+    """A partition with nothing in remote storage, as the service answers it: the end 0 with
+    the latest epoch (3) for LATEST, EARLIEST_LOCAL and EARLIEST_PENDING_UPLOAD, no offset for
+    EARLIEST and LATEST_TIERED (``tests/unit/service/test_service_demo.py`` checks the
+    service's own answers)."""
 
     async def list_offsets(self, topic: str, partition: int, spec: Any, *args: Any,
                            **kwargs: Any) -> OffsetResult:  # fmt: skip
-        return OffsetResult(0, -1, None if spec == "earliest" else 3)
+        if spec in ("earliest", "latest_tiered"):
+            return OffsetResult(-1, -1, None)
+        return OffsetResult(0, -1, 3)
 
 
-def test_with_nothing_in_remote_storage_earliest_pending_upload_is_earliest() -> None:
-    """§12.1: -6 with nothing uploaded answers as EARLIEST (the local log starts at the log
-    start), -5 LATEST_TIERED answers -1 with epoch -1, -4 the log end with its epoch."""
+def test_with_nothing_in_remote_storage_the_answers_say_none_not_zero_epochs() -> None:
+    """The service's answers for an empty remote log go out as Kafka says none: offset -1,
+    epoch -1 where there is none."""
     known, _ = _list_offsets(11, [-2, -6, -5, -4], service=_Empty())
     got = [(p.error_code, p.offset, p.timestamp, p.leader_epoch) for p in known]
-    assert got == [(0, 0, -1, -1), (0, 0, -1, -1), (0, -1, -1, -1), (0, 0, -1, 3)]
+    assert got == [(0, -1, -1, -1), (0, 0, -1, 3), (0, -1, -1, -1), (0, 0, -1, 3)]
 
 
 class _Counting(FakeService):
@@ -340,13 +343,6 @@ def test_metadata_answers_each_topic_once() -> None:
     got = [(t.name, t.error_code) for t in response.topics]
     assert got == [(TOPIC, 0), ("nope", codes.UNKNOWN_TOPIC_OR_PARTITION), (TOPIC, 0)]
     assert service.listed == [TOPIC, TOPIC]  # once by name, once by id
-
-
-def test_latest_tiered_is_the_epoch_of_the_highest_remote_offset() -> None:
-    lineage = ((1, 0), (3, 5), (4, 9))
-    assert [_epoch_of(lineage, o) for o in (0, 4, 5, 8, 9, 100)] == [1, 1, 3, 3, 4, 4]
-    assert _epoch_of((), 5) == -1
-    assert _epoch_of(((2, 10),), 5) == -1
 
 
 class _Slow(FakeService):

@@ -206,6 +206,16 @@ async def test_list_offsets_equal_a_brute_force_search(
         latest = await service.list_offsets(topic, partition, "latest", Deadline.after(10))
         earliest = await service.list_offsets(topic, partition, "earliest", Deadline.after(10))
         assert (earliest.offset, latest.offset) == (0, last + 1)
+        # the tiered-storage timestamps of a log that is all remote tier (-4, -6: its end,
+        # -5: its highest offset, with the leader epoch of the batch holding it)
+        holding = next(b for b, rs in batches if any(r.offset == last for r in rs))
+        for spec, want in [
+            ("earliest_local", (last + 1, -1, latest.leader_epoch)),
+            ("earliest_pending_upload", (last + 1, -1, latest.leader_epoch)),
+            ("latest_tiered", (last, -1, holding.leader_epoch)),
+        ]:
+            got = await service.list_offsets(topic, partition, spec, Deadline.after(10))  # type: ignore[arg-type]
+            assert (got.offset, got.timestamp, got.leader_epoch) == want, (topic, spec)
 
 
 async def test_a_disputed_epoch_lineage_refuses_the_answers_that_carry_epochs(
