@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from gateway.api.statuses import http_status
 from gateway.errors import MetadataUnavailableError
 from gateway.metadata.follow import FollowConfig, catch_up
 from gateway.metadata.follow_kafka import connect, security_settings
@@ -141,7 +142,7 @@ def test_a_wrong_password_is_unavailable_never_an_empty_catalog(broker: SaslBrok
     client = security_settings("SASL_PLAINTEXT", "PLAIN", username="gw", password="wrong")
     with pytest.raises(MetadataUnavailableError) as caught:
         followed(broker.sasl_bootstrap, client, timeout_s=10)
-    assert caught.value.retriable and caught.value.status == 503
+    assert caught.value.retriable and http_status(caught.value) == 503
 
 
 def test_mutual_tls_reads_the_catalog_plaintext_reads(broker: SaslBroker, tmp_path: Path) -> None:
