@@ -24,6 +24,7 @@ import numba
 import numpy as np
 
 from gateway.api.formats import BASE64, EmbeddedFormat, Encoders
+from gateway.kafka import fast
 from gateway.kafka.builder import RecordInput, build_batch
 from gateway.service.records import ColumnRecords, decode_records
 from gateway.service.types import FetchedBatches, IsolationLevel
@@ -317,6 +318,7 @@ def warm_up() -> None:
     """Compile both loops now (seconds on a first start, a fraction of one from numba's
     cache), so no request waits for it: a server calls this in a thread as it starts."""
     batch = build_batch(0, [RecordInput(b"v", key=b"k", headers=[("h", b"x")])])
+    fast.warm_up(batch)
     records = decode_records(
         (FetchedBatches(0, batch, 0, 0),), 0, IsolationLevel.READ_UNCOMMITTED, None
     )

@@ -4,7 +4,10 @@ An unsigned varint (``readUnsignedVarint``) is unsigned LEB128: 7 bits per byte,
 least-significant group first, ``0x80`` = more bytes follow; at most 5 bytes for an int
 (``uvarint``), 10 for a long. A zig-zag varint (record v2) is a signed 32-bit value mapped by
 ``(n << 1) ^ (n >> 31)`` and written as an unsigned varint of at most 5 bytes; a varlong is the
-same for 64-bit values, at most 10 bytes. Overlong encodings (``80 00``) read as Java reads them.
+same for 64-bit values, at most 10 bytes. Overlong encodings (``80 00``) read as Java reads them,
+and so does a last byte with bits past the type (a 5th byte above 0x0F, a 10th above 0x01):
+``readVarint``/``readVarlong`` shift them out, so they are dropped here too (Kafka 4.1's reader,
+checked by ``tests/realkafka/decoders.py``).
 
 Readers name what they read (``what``) and raise the caller's typed error (``error``, built from
 the message; :class:`~gateway.errors.CorruptRecordError` unless given) for input that runs past
@@ -73,13 +76,10 @@ def _read_zigzag(
     error: ErrorFactory,
     width: int,
 ) -> tuple[int, int]:
-    lo, hi = (INT32_MIN, INT32_MAX) if width == 32 else (INT64_MIN, INT64_MAX)
-    max_bytes = UVARINT_MAX_BYTES if width == 32 else UVARLONG_MAX_BYTES
+    max_bytes, mask = (UVARINT_MAX_BYTES, _MASK32) if width == 32 else (UVARLONG_MAX_BYTES, _MASK64)
     raw, nxt = read_uvarint(buf, pos, what, max_bytes=max_bytes, error=error)
-    value = (raw >> 1) ^ -(raw & 1)
-    if not lo <= value <= hi:
-        raise error(f"{what} at byte {pos} overflows int{width}")
-    return value, nxt
+    raw &= mask  # Java's shifts drop the last byte's bits past the type
+    return (raw >> 1) ^ -(raw & 1), nxt
 
 
 def read_varint(

@@ -26,6 +26,7 @@ from gateway.cache.segments import SegmentSource
 from gateway.cache.verified import CacheMemory, VerifiedRuns
 from gateway.config import Settings, env_name, flag_name
 from gateway.errors import GatewayError
+from gateway.kafka import fast
 from gateway.metadata.follow import MetadataFollower
 from gateway.metadata.follow_kafka import connect
 from gateway.metadata.lineage import CheckpointReader, checkpoint_reader
@@ -254,6 +255,7 @@ async def open_service(settings: Settings) -> AsyncIterator[GatewayService]:
             if follow is None
             else MetadataFollower(rlmm, follow, connect, on_change=lineages.threadsafe_add())
         )
+        fast.use_compiled(settings.compiled_records)
         service = GatewayService(
             rlmm, source, reader=reader, retrier=retrier, executor=executor, scanner=scanner,
             compiled_records=settings.compiled_records, follower=follower,

@@ -14,7 +14,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.realkafka import dumps, schema_checks
+from tests.realkafka import decoders, dumps, schema_checks
 from tests.realkafka.bucket import FIXTURES, Bucket, private_key, serving, store_of
 from tests.realkafka.checks import http_checks, run
 from tests.realkafka.jars import CACHE, kafka_libs
@@ -47,6 +47,20 @@ def test_every_surface_reads_what_real_kafka_wrote(capsys: pytest.CaptureFixture
     assert not empty, f"cells with no record compared: {empty}"
     assert not failed, "\n".join(failed)
     assert report.differences == 0
+
+
+def test_every_decoder_reads_damaged_batches_as_kafka_does() -> None:
+    """Issue 33: the reference decoder, aiokafka's behind the compiled checks and the compiled
+    columns answer what Kafka's Java reader answers (the same records, or an error) on 2,000
+    seeded damaged batches (:mod:`tests.realkafka.decoders`)."""
+    report = decoders.run(JavaTools(kafka_libs(), CACHE / "classes"))
+    assert not report.disagreements, "\n".join(report.disagreements[:10])
+    # not vacuous: Java reads and refuses overlong varints, reads past-the-type bits, refuses
+    # some flipped bytes; the columns answered some cases themselves
+    seen = report.outcomes
+    assert seen["padded", "ok"] and seen["padded", "error"] and seen["wide", "ok"], seen
+    assert seen["attributes", "ok"] and seen["flip", "error"], seen
+    assert report.column_answers > report.cases // 10, report.column_answers
 
 
 def test_the_checks_fail_on_a_wrong_bucket(tmp_path: Path) -> None:

@@ -1,12 +1,13 @@
-"""The project's own Java program (``java/KafkaOracle.java``: a producer driven by a JSON spec,
-and the oracles read with Kafka's clients), compiled by ``javac`` against Kafka's jars."""
+"""The project's own Java programs (``java/KafkaOracle.java``: a producer driven by a JSON spec,
+and the oracles read with Kafka's clients; ``java/RecordReader.java``: Kafka's reading of raw
+batches), compiled by ``javac`` against Kafka's jars."""
 
 from __future__ import annotations
 
 import subprocess
 from pathlib import Path
 
-SOURCE = Path(__file__).with_name("java") / "KafkaOracle.java"
+SOURCES = tuple(sorted((Path(__file__).with_name("java")).glob("*.java")))
 TIMEOUT_S = 180.0
 
 
@@ -19,24 +20,24 @@ class JavaTools:
         self.libs, self.classes = libs, classes
 
     def compile(self) -> Path:
-        """``javac`` once (again only when the source changed)."""
-        stamp = self.classes / "KafkaOracle.class"
-        if not stamp.exists() or stamp.stat().st_mtime < SOURCE.stat().st_mtime:
+        """``javac`` once (again only when a source changed)."""
+        stamps = [self.classes / f"{source.stem}.class" for source in SOURCES]
+        newest = max(source.stat().st_mtime for source in SOURCES)
+        if any(not s.exists() or s.stat().st_mtime < newest for s in stamps):
             self.classes.mkdir(parents=True, exist_ok=True)
+            command = ["javac", "-nowarn", "-cp", f"{self.libs}/*", "-d", str(self.classes)]
             done = subprocess.run(
-                ["javac", "-nowarn", "-cp", f"{self.libs}/*", "-d", str(self.classes), str(SOURCE)],
-                capture_output=True,
-                text=True,
-                check=False,
+                [*command, *map(str, SOURCES)], capture_output=True, text=True, check=False
             )
             if done.returncode != 0:
-                raise JavaToolError(f"javac KafkaOracle.java failed:\n{done.stderr}")
+                names = " ".join(s.name for s in SOURCES)
+                raise JavaToolError(f"javac {names} failed:\n{done.stderr}")
         return self.classes
 
-    def run(self, command: str, *args: str) -> str:
-        """``KafkaOracle <command> <args>``; its standard output."""
+    def run(self, command: str, *args: str, program: str = "KafkaOracle") -> str:
+        """``<program> <command> <args>`` (a program of ``java/``); its standard output."""
         classpath = f"{self.libs}/*:{self.compile()}"
-        return self.main("KafkaOracle", command, *args, classpath=classpath)
+        return self.main(program, command, *args, classpath=classpath)
 
     def main(self, main: str, *args: str, classpath: str | None = None) -> str:
         """Any main class on Kafka's jars (DumpLogSegments, ...); its standard output."""

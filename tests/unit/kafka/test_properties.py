@@ -127,15 +127,12 @@ def test_fast_path_agrees_with_reference_on_crc_valid_garbage(
 ) -> None:
     """Corrupt the records, then fix the CRC as a buggy producer would. Wherever Kafka's reader
     (the reference decoder) accepts the batch, the fast path returns exactly its records; where
-    it rejects, the fast path raises a typed error too or (aiokafka's lenient varints, pinned by
-    test_overlong_varint_leniency) decodes. A broker never stores such a batch: it parses every
-    record with Java's strict reader when it appends."""
+    it rejects, the fast path raises the same typed error. A broker never stores such a batch:
+    it parses every record with Java's strict reader when it appends."""
     raw = bytearray(_segment([{**args, "codec": Codec.NONE}]))
     pos = 61 + where % max(1, len(raw) - 61)
     if pos >= len(raw):
         return
-    if pos in _attribute_positions(bytes(raw)) and (raw[pos] ^ xor) >= 0x80:
-        return  # the known divergence, pinned by test_attribute_byte_divergence below
     raw[pos] ^= xor
     struct.pack_into(">I", raw, 17, crc32c.crc32c(bytes(raw[21:])))
     outcomes = []
@@ -149,8 +146,7 @@ def test_fast_path_agrees_with_reference_on_crc_valid_garbage(
         except GatewayError as exc:
             outcomes.append(("error", type(exc).__name__))
     fast_outcome, reference_outcome = outcomes
-    if reference_outcome[0] == "ok":
-        assert fast_outcome == reference_outcome
+    assert fast_outcome == reference_outcome
 
 
 def _attribute_positions(batch: bytes) -> set[int]:
@@ -165,12 +161,9 @@ def _attribute_positions(batch: bytes) -> set[int]:
     return out
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="aiokafka's C decoder reads the (unused) record attributes byte as a varint; a "
-    "byte >= 0x80, which no Kafka client writes, shifts its parse. Follow-up: own C loop.",
-)
 def test_attribute_byte_divergence() -> None:
+    """aiokafka's C decoder reads the (unused) attributes byte as a varint: a byte of 0x80 or
+    more, which no Kafka client writes, shifts its parse. Such a batch never reaches it."""
     rec = [
         RecordInput(None, key=b"\x00\x00\x00", timestamp=65),
         RecordInput(None, key=b"\x00", headers=[("", None)], timestamp=0),
@@ -184,26 +177,40 @@ def test_attribute_byte_divergence() -> None:
         assert fast_result == _decode(bytes(raw))
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="aiokafka's C decoder reads int32 varints as int64 and without the 5-byte limit, so "
-    "an overlong offset delta that Java rejects decodes. Follow-up: own C loop.",
-)
-def test_overlong_varint_leniency() -> None:
+def _with_offset_delta(encoded: bytes) -> bytes:
+    """Two records whose second's offset delta (1) is written as ``encoded``."""
     raw = bytearray(
         build_batch(0, [RecordInput(None, timestamp=0), RecordInput(None, timestamp=1)])
     )
     (_, second) = sorted(_attribute_positions(bytes(raw)))
-    # second record: attributes, timestampDelta (1 byte), then offsetDelta 1 -> 2^31 + 1 (6 bytes)
-    delta_at = second + 2
-    raw[delta_at : delta_at + 1] = b"\x82\x80\x80\x80\x10"  # zig-zag 2^32 + 2 -> 2^31 + 1
-    raw[second - 1] += 8  # the record length grows by 4 bytes (zig-zag: +8)
+    delta_at = second + 2  # attributes, then timestampDelta (1 byte), then offsetDelta
+    raw[delta_at : delta_at + 1] = encoded
+    raw[second - 1] += 2 * (len(encoded) - 1)  # the record length (zig-zag)
     struct.pack_into(">i", raw, 8, len(raw) - 12)
     struct.pack_into(">I", raw, 17, crc32c.crc32c(bytes(raw[21:])))
-    with _reference_only(), pytest.raises(GatewayError):
-        _decode(bytes(raw))
-    with pytest.raises(GatewayError):
-        _decode(bytes(raw))
+    return bytes(raw)
+
+
+@pytest.mark.parametrize("compiled", [True, False])
+def test_varints_read_as_java_reads_them(compiled: bool) -> None:
+    """aiokafka's C decoder reads int32 varints as int64 of any length. Java (``ByteUtils``)
+    reads at most 5 bytes and drops a 5th byte's bits past 32: ``82 80 80 80 10`` (2^32 + 2,
+    zig-zag) is the offset delta 1 there, and 6 bytes are refused. Such batches never reach the
+    C decoder; every path answers what Java answers."""
+    fast.use_compiled(compiled)
+    try:
+        wide = _decode(_with_offset_delta(b"\x82\x80\x80\x80\x10"))
+        assert [r[0] for r in wide] == [0, 1]
+        with _reference_only():
+            assert _decode(_with_offset_delta(b"\x82\x80\x80\x80\x10")) == wide
+        for reference in (False, True):
+            with (
+                _reference_only() if reference else contextlib.nullcontext(),
+                pytest.raises(GatewayError, match="longer than 5 bytes"),
+            ):
+                _decode(_with_offset_delta(b"\x82\x80\x80\x80\x80\x00"))
+    finally:
+        fast.use_compiled(True)
 
 
 @settings(max_examples=300, deadline=None)

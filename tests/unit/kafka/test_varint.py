@@ -59,8 +59,19 @@ def test_too_long_and_truncated_are_corrupt() -> None:
         read_varint(b"\x80\x80\x80\x80\x80\x01", 0)
     with pytest.raises(CorruptRecordError, match="past the end"):
         read_varint(b"\x80\x80", 0)
-    with pytest.raises(CorruptRecordError, match="overflows int32"):
-        read_varint(b"\xfe\xff\xff\xff\x1f", 0)
+
+
+def test_bits_past_the_type_are_dropped_as_java_drops_them() -> None:
+    """``ByteUtils.readVarint`` shifts a 5th byte left by 28 in an int, ``readVarlong`` a 10th
+    by 63 in a long: the bits past 32 and 64 are lost, not refused (Kafka 4.1's reader agrees on
+    thousands of such batches in tests/realkafka/decoders.py)."""
+    assert read_varint(b"\xfe\xff\xff\xff\x1f", 0) == (2**31 - 1, 5)
+    assert read_varint(b"\xfe\xff\xff\xff\x7f", 0) == (2**31 - 1, 5)
+    assert read_varint(b"\x81\x80\x80\x80\x70", 0) == (-1, 5)
+    assert read_varlong(b"\x80" * 9 + b"\x02", 0) == (0, 10)
+    assert read_varlong(b"\x80" * 9 + b"\x03", 0) == (2**62, 10)
+    with pytest.raises(CorruptRecordError, match="longer than 10"):
+        read_varlong(b"\x80" * 10 + b"\x01", 0)
 
 
 @given(st.binary(max_size=12))
