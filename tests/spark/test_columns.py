@@ -166,8 +166,9 @@ def test_a_negative_key_length_is_null_as_java_reads_it() -> None:
     ],
 )
 def test_an_oversized_varint_goes_to_the_reference_path(varint: bytes) -> None:
-    """The loop refuses what Java would truncate; the records path decides (aiokafka's C
-    decoder reads a 5-byte varint as Java does, the pure-Python one refuses it)."""
+    """The loop refuses what Java would truncate; the records path decides (the reference
+    decoder drops a 5th byte's bits past int32 as Java does and refuses a 6th byte; aiokafka's
+    C decoder, which would keep those bits, is never given the batch)."""
     body = b"\x00" + encode_varlong(0) + varint + encode_varint(-1) + encode_varint(-1)
     body += encode_varint(0)
     assert_same_as_reference([_raw_batch(_record(body), 1)], fallbacks=1)

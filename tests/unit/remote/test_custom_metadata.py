@@ -49,12 +49,19 @@ def test_custom_metadata_all_fields_and_unknown_tag() -> None:
         "01 01 03 03 FF FE",  # not UTF-8
         "FF FF FF FF FF FF",  # over-long varint
         "01 00 0B FF FF FF FF FF FF FF FF FF FF 01",  # varlong over 10 bytes
-        "01 00 0A FF FF FF FF FF FF FF FF FF 7F",  # varlong past int64
     ],
 )
 def test_corrupt_custom_metadata(hexdata: str) -> None:
     with pytest.raises(CorruptDataError):
         decode_custom_metadata(bytes.fromhex(hexdata))
+
+
+def test_a_varlong_past_int64_reads_as_kafka_reads_it() -> None:
+    """The plugin's serde reads remote_size with Kafka's ``Type.VARLONG``
+    (``ByteUtils.readVarlong``), which shifts a 10th byte's bits past 64 out: all ones with a
+    10th byte of 0x7F is the zig-zag of the all-ones long, -2^63."""
+    metadata = decode_custom_metadata(bytes.fromhex("01 00 0A FF FF FF FF FF FF FF FF FF 7F"))
+    assert metadata.remote_size == -(2**63)
 
 
 @SETTINGS
