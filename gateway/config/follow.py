@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Literal
+from typing import TYPE_CHECKING, Annotated, Literal
 
 from pydantic import BaseModel, Field
 from pydantic_settings import NoDecode
 
-from gateway.metadata.follow import FollowConfig
-from gateway.metadata.follow_kafka import security_settings
+if TYPE_CHECKING:  # the follower and its Kafka client load only where one follows
+    from gateway.metadata.follow import FollowConfig
 
 
 class FollowSettings(BaseModel):
@@ -56,6 +56,9 @@ class FollowSettings(BaseModel):
         """The metadata topic to follow (``metadata_source`` topic or both), else None."""
         if self.metadata_source == "bucket" or not self.metadata_bootstrap:
             return None
+        from gateway.metadata.follow import FollowConfig  # noqa: PLC0415
+        from gateway.metadata.follow_kafka import security_settings  # noqa: PLC0415
+
         client = security_settings(
             self.metadata_security_protocol,
             self.metadata_sasl_mechanism,

@@ -27,8 +27,7 @@ from gateway.cache.verified import CacheMemory, VerifiedRuns
 from gateway.config import Settings, env_name, flag_name
 from gateway.errors import GatewayError
 from gateway.kafka import fast
-from gateway.metadata.follow import MetadataFollower
-from gateway.metadata.follow_kafka import connect
+from gateway.metadata.follow import Consumer, FollowConfig, MetadataFollower
 from gateway.metadata.lineage import CheckpointReader, checkpoint_reader
 from gateway.metadata.model import TopicIdPartition
 from gateway.metadata.open import open_manager
@@ -253,7 +252,7 @@ async def open_service(settings: Settings) -> AsyncIterator[GatewayService]:
         follower = (
             None
             if follow is None
-            else MetadataFollower(rlmm, follow, connect, on_change=lineages.threadsafe_add())
+            else MetadataFollower(rlmm, follow, _connect(), on_change=lineages.threadsafe_add())
         )
         fast.use_compiled(settings.compiled_records)
         service = GatewayService(
@@ -297,3 +296,10 @@ async def open_service(settings: Settings) -> AsyncIterator[GatewayService]:
 
 
 __all__ = ["MissingKeys", "open_service"]
+
+
+def _connect() -> Callable[[FollowConfig], Consumer]:
+    """The Kafka client that reads the metadata topic (kafka-python loads only when following)."""
+    from gateway.metadata.follow_kafka import connect  # noqa: PLC0415
+
+    return connect

@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from gateway.storage.base import ObjectStore
 from gateway.storage.filesystem import FilesystemStore
-from gateway.storage.s3 import DataPlane, S3Options, S3Store
 from gateway.storage.url import parse_store_url
+
+if TYPE_CHECKING:  # the S3 client (aioboto3, ~0.25 s to import) loads only for an s3:// store
+    from gateway.storage.s3 import DataPlane
 
 
 async def open_store(
@@ -24,5 +27,7 @@ async def open_store(
     where = parse_store_url(url)
     if isinstance(where, Path):
         return FilesystemStore(where)
+    from gateway.storage.s3 import S3Options, S3Store  # noqa: PLC0415
+
     options = S3Options(where, endpoint_url, region, path_style, data_plane=data_plane)
     return await S3Store(options).open()
