@@ -50,6 +50,7 @@ from gateway.service.types import (
     SegmentInfo,
     UnreadableManifest,
 )
+from tests.unit.fake_rules import check_request
 
 TOPIC = "orders"
 TOPIC_ID = uuid.UUID("70e7a400-1c72-5923-ae8f-a41d6500c5fa")
@@ -195,6 +196,7 @@ class FakeService:
         )
         if self.fail_fetch_after is not None and len(self.called("fetch")) > self.fail_fetch_after:
             raise self.fail_fetch_with
+        check_request(offset, max_bytes)
         self._check(topic, partition)
         if self.fetch_delay_s:
             await asyncio.sleep(self.fetch_delay_s)

@@ -42,6 +42,7 @@ from gateway.service.types import (
     OffsetResult,
     PartitionInfo,
 )
+from tests.unit.fake_rules import check_request
 from tests.unit.kafka.independent import Rec, build
 
 TOPIC = "t"
@@ -101,6 +102,7 @@ class FakeService:
         deadline: Deadline,
     ) -> FetchResult:
         self.calls.append((partition, offset, max_bytes))
+        check_request(offset, max_bytes)
         self.reading += 1
         self.most_reading = max(self.most_reading, self.reading)
         try:
@@ -148,8 +150,8 @@ class FakeService:
         *,
         isolation: IsolationLevel = IsolationLevel.READ_UNCOMMITTED,
     ) -> OffsetResult:
-        if topic != TOPIC:
-            raise UnknownTopicOrPartitionError(topic)
+        if topic != TOPIC or partition not in self.present:
+            raise UnknownTopicOrPartitionError(f"{topic}-{partition}")
         if spec == "earliest":
             return OffsetResult(0, -1, 3)
         if spec == "latest":
@@ -162,8 +164,10 @@ class FakeService:
         if spec == "latest_tiered":  # the highest remote offset
             return OffsetResult(END - 1, -1, 3)
         assert isinstance(spec, int)
-        offset = spec - 1_700_000_000_000
-        return OffsetResult(offset, spec, 3) if 0 <= offset < END else OffsetResult(-1, -1, None)
+        offset = max(spec - 1_700_000_000_000, 0)  # the first record at or after the time
+        if offset >= END:
+            return OffsetResult(-1, -1, None)
+        return OffsetResult(offset, 1_700_000_000_000 + offset, 3)
 
 
 def _count(data: bytes) -> int:

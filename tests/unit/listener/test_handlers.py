@@ -220,7 +220,7 @@ class _Counting(FakeService):
     steps, so concurrent ones overlap)."""
 
     def __init__(self) -> None:
-        super().__init__()
+        super().__init__(present=tuple(range(40)))  # every partition the requests name
         self.asked: list[tuple[str, int]] = []
         self.now = 0
         self.most = 0
