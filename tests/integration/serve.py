@@ -1,20 +1,79 @@
-"""``tiered-gateway serve`` as a real process (uvicorn and the real service), and a walk of a
-partition by ``next_offset`` over HTTP, for the HTTP tests."""
+"""``tiered-gateway serve`` as a real process (uvicorn and the real service): the one launcher
+every test that starts ``serve`` goes through (:func:`serve_command`, :func:`serve_env`,
+:func:`spawn_serve`, :func:`run_serve`, :func:`start_serve`, :func:`wait_for_log`), and a walk of
+a partition by ``next_offset`` over HTTP, for the HTTP tests. ``tests/load/run.py`` starts its
+own: locust's process must not import httpx."""
 
 from __future__ import annotations
 
 import contextlib
 import os
+import re
 import subprocess
 import sys
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
 import httpx
 
 from tests.fixtures.ports import LOCALHOST, listening_port
+
+
+def serve_command(*args: str) -> list[str]:
+    """The ``serve`` command line every test starts (this interpreter, the repository's code)."""
+    return [sys.executable, "-m", "gateway.cli", "serve", *args]
+
+
+def serve_env(**extra: str) -> dict[str, str]:
+    """The environment of every test's ``serve``: this one without its ``TIERED_GATEWAY_``
+    settings (the flags say everything), S3 test credentials, then ``extra``."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TIERED_GATEWAY_")}
+    env.setdefault("AWS_ACCESS_KEY_ID", "testing")
+    env.setdefault("AWS_SECRET_ACCESS_KEY", "testing")
+    env.update(extra)
+    return env
+
+
+def spawn_serve(
+    args: Sequence[str], log_path: Path, env: dict[str, str] | None = None
+) -> subprocess.Popen[bytes]:
+    """Start ``serve`` with ``args``, its output to ``log_path``; not waited for (see
+    :func:`wait_for_log`, :func:`start_serve`)."""
+    with log_path.open("wb") as log:
+        return subprocess.Popen(
+            serve_command(*args), stdout=log, stderr=subprocess.STDOUT, env=env or serve_env()
+        )
+
+
+def run_serve(args: Sequence[str], timeout_s: float = 60) -> subprocess.CompletedProcess[bytes]:
+    """``serve`` run to its end (a start that must be refused), its output captured."""
+    return subprocess.run(
+        serve_command(*args), capture_output=True, env=serve_env(), timeout=timeout_s, check=False
+    )
+
+
+def wait_for_log(
+    proc: subprocess.Popen[bytes],
+    log_path: Path,
+    pattern: re.Pattern[bytes],
+    *,
+    until: Callable[[re.Match[bytes]], bool] = lambda _: True,
+    timeout_s: float = 60,
+) -> re.Match[bytes]:
+    """The first match of ``pattern`` in the process's log for which ``until`` holds. If the
+    process exits or ``timeout_s`` passes first: stopped, and RuntimeError with its log."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"serve exited with {proc.returncode}:\n{log_path.read_text()}")
+        found = pattern.search(log_path.read_bytes())
+        if found and until(found):
+            return found
+        time.sleep(0.05)
+    stop(proc)
+    raise RuntimeError(f"serve did not log {pattern.pattern!r}:\n{log_path.read_text()}")
 
 
 def start_serve(
@@ -26,12 +85,8 @@ def start_serve(
     benchmarks), serve's own default."""
     if not defaults:
         args = ["--workers", os.environ.get("SERVE_WORKERS", "1"), *args]
-    env = {k: v for k, v in os.environ.items() if not k.startswith("TIERED_GATEWAY_")}
-    env.setdefault("AWS_ACCESS_KEY_ID", "testing")
-    env.setdefault("AWS_SECRET_ACCESS_KEY", "testing")
-    command = [sys.executable, "-m", "gateway.cli", "serve", *args, "--port", "0",
-               "--log-level", "warning"]  # fmt: skip
-    return start_listening(command, log_path, "serve", env)
+    command = serve_command(*args, "--port", "0", "--log-level", "warning")
+    return start_listening(command, log_path, "serve", serve_env())
 
 
 def start_listening(

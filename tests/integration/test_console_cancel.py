@@ -8,7 +8,6 @@ the connection go, cancels the scan and says so in its log (waited for, not slep
 
 from __future__ import annotations
 
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -19,7 +18,7 @@ import pytest
 from tests.fixtures.browser import Watch, chromium
 from tests.integration.fault_proxy import Faults, fault_proxy
 from tests.integration.independent_bucket import upload_to_moto, write_independent_bucket
-from tests.integration.serve import start_listening, stop, wait_ready
+from tests.integration.serve import serve_command, start_listening, stop, wait_ready
 
 
 @pytest.fixture(scope="module")
@@ -38,9 +37,7 @@ def stalled(
         )  # fmt: skip
         log = work / "serve.log"
         env = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing", "PATH": ""}
-        proc, url = start_listening(
-            [sys.executable, "-m", "gateway.cli", "serve", *args], log, "serve", env
-        )
+        proc, url = start_listening(serve_command(*args), log, "serve", env)
         try:
             wait_ready(url, proc, log)
             yield url, faults, log

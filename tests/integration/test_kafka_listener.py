@@ -14,12 +14,10 @@ a brute-force search over the written timestamps.
 from __future__ import annotations
 
 import asyncio
-import os
 import re
 import socket
 import struct
 import subprocess
-import sys
 import time
 import urllib.error
 import urllib.request
@@ -39,7 +37,7 @@ from tests.integration.independent_bucket import (
     write_independent_bucket,
 )
 from tests.integration.kafka_clients import client_record, guard, rd_read, want
-from tests.integration.serve import stop
+from tests.integration.serve import run_serve, spawn_serve, stop, wait_for_log
 
 SIZES: Final = [(1, 1), (64 * 1024, 16 * 1024)]  # (fetch.max.bytes, max.partition.fetch.bytes)
 RD_SIZES: Final = [(1000, 1), (64 * 1024, 16 * 1024)]  # librdkafka's smallest fetch.max.bytes
@@ -62,23 +60,14 @@ def _start(
     """``serve`` with the Kafka listener on port 0 (and ``extra`` arguments); the process and
     the listener's port (from its log line), once its first bucket scan is done (a Metadata
     answer lists the topics)."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("TIERED_GATEWAY_")}
     args = bucket.serve_args((bucket.root / "bucket").as_uri())
-    command = [sys.executable, "-m", "gateway.cli", "serve", *args, "--workers", "1",
-               "--port", "0", "--kafka-listener", "127.0.0.1:0", "--rescan-interval-s", "0",
-               "--log-level", "info", *extra]  # fmt: skip
-    with log_path.open("wb") as log:
-        proc = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=env)
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise RuntimeError(f"serve exited with {proc.returncode}:\n{log_path.read_text()}")
-        found = _LISTENING.search(log_path.read_bytes())
-        if found and _topics(int(found.group(1))):
-            return proc, int(found.group(1))
-        time.sleep(0.05)
-    stop(proc)
-    raise RuntimeError(f"the Kafka listener did not become ready:\n{log_path.read_text()}")
+    proc = spawn_serve(
+        [*args, "--workers", "1", "--port", "0", "--kafka-listener", "127.0.0.1:0",
+         "--rescan-interval-s", "0", "--log-level", "info", *extra],
+        log_path,
+    )  # fmt: skip
+    found = wait_for_log(proc, log_path, _LISTENING, until=lambda m: bool(_topics(int(m[1]))))
+    return proc, int(found[1])
 
 
 def _topics(port: int) -> list[str]:
@@ -206,10 +195,7 @@ def test_kafka_python_reads_every_partition_at_once_sharing_fetch_max_bytes(
 
 def test_serve_refuses_a_kafka_listener_off_loopback(bucket: IndependentBucket) -> None:
     args = bucket.serve_args((bucket.root / "bucket").as_uri())
-    command = [sys.executable, "-m", "gateway.cli", "serve", *args, "--workers", "1",
-               "--port", "0", "--kafka-listener", "0.0.0.0:9092"]  # fmt: skip
-    env = {k: v for k, v in os.environ.items() if not k.startswith("TIERED_GATEWAY_")}
-    done = subprocess.run(command, capture_output=True, env=env, timeout=60, check=False)
+    done = run_serve([*args, "--workers", "1", "--port", "0", "--kafka-listener", "0.0.0.0:9092"])
     assert done.returncode != 0
     assert b"loopback address only" in done.stderr + done.stdout
 

@@ -14,13 +14,11 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import re
 import socket
 import ssl
 import struct
 import subprocess
-import sys
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -47,7 +45,7 @@ from tests.integration.independent_bucket import (
     write_independent_bucket,
 )
 from tests.integration.kafka_clients import READ_LIMIT_S, client_record, rd_read
-from tests.integration.serve import stop
+from tests.integration.serve import spawn_serve, stop, wait_for_log
 from tests.integration.test_kafka_listener import _expected, _guard
 from tests.integration.test_security import AUDIENCE, ISSUER, _jwks, _token
 
@@ -82,14 +80,13 @@ class Secure:
 
 
 def _serve(bucket: IndependentBucket, work: Path, listener: str) -> tuple[list[str], Path]:
-    """The ``serve`` command with TLS, API keys, a JWKS file and ACLs under ``work``, and the
+    """The ``serve`` arguments for TLS, API keys, a JWKS file and ACLs under ``work``, and the
     CA of its certificate."""
     pki = Pki(work / "pki")
     server = pki.server()
     args = bucket.serve_args((bucket.root / "bucket").as_uri())
-    return [sys.executable, "-m", "gateway.cli", "serve", *args, "--workers", "1",
-            "--port", "0", "--kafka-listener", listener, "--rescan-interval-s", "0",
-            "--log-level", "info",
+    return [*args, "--workers", "1", "--port", "0", "--kafka-listener", listener,
+            "--rescan-interval-s", "0", "--log-level", "info",
             "--tls-certfile", str(server.cert), "--tls-keyfile", str(server.key),
             "--jwt-issuer", ISSUER, "--jwt-audience", AUDIENCE,
             "--jwt-jwks-file", str(work / "jwks.json"),
@@ -97,25 +94,16 @@ def _serve(bucket: IndependentBucket, work: Path, listener: str) -> tuple[list[s
             "--audit-log", str(work / "audit.jsonl")], pki.ca  # fmt: skip
 
 
-def _start(command: list[str], log_path: Path) -> tuple[subprocess.Popen[bytes], int, int]:
-    """The process, its Kafka listener's port and its HTTPS port (on 127.0.0.1), once both
-    listen."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("TIERED_GATEWAY_")}
-    with log_path.open("wb") as log:
-        proc = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=env)
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise RuntimeError(f"serve exited with {proc.returncode}:\n{log_path.read_text()}")
-        kafka = _LISTENING.search(log_path.read_bytes())
-        if kafka:
-            port = int(kafka.group(2))
-            http = [p for p in listening_ports(proc.pid) if p != port]
-            if http:
-                return proc, port, http[0]
-        time.sleep(0.05)
-    stop(proc)
-    raise RuntimeError(f"serve did not listen:\n{log_path.read_text()}")
+def _start(args: list[str], log_path: Path) -> tuple[subprocess.Popen[bytes], int, int]:
+    """``serve`` with ``args``: the process, its Kafka listener's port and its HTTPS port (on
+    127.0.0.1), once both listen."""
+    proc = spawn_serve(args, log_path)
+
+    def http_ports(kafka: re.Match[bytes]) -> list[int]:
+        return [p for p in listening_ports(proc.pid) if p != int(kafka[2])]
+
+    kafka = wait_for_log(proc, log_path, _LISTENING, until=lambda m: bool(http_ports(m)))
+    return proc, int(kafka[2]), http_ports(kafka)[0]
 
 
 @pytest.fixture(scope="module")
@@ -129,8 +117,8 @@ def secure(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Secure]:
     api_key, line = new_key()
     (work / "api-keys").write_text(f"User:ci {line}\n")
     (work / "acl").write_text(ACL)
-    command, ca = _serve(bucket, work, "127.0.0.1:0")
-    proc, port, http = _start(command, work / "serve.log")
+    args, ca = _serve(bucket, work, "127.0.0.1:0")
+    proc, port, http = _start(args, work / "serve.log")
     try:
         sec = Secure(bucket, port, f"https://127.0.0.1:{http}", ca, api_key, key,
                      work / "audit.jsonl")  # fmt: skip
@@ -373,9 +361,9 @@ def test_serve_starts_a_listener_off_loopback_once_authentication_is_configured(
 ) -> None:
     for name in ("jwks.json", "api-keys", "acl"):
         (tmp_path / name).write_bytes((secure.ca.parent.parent / name).read_bytes())
-    command, _ = _serve(secure.bucket, tmp_path, "0.0.0.0:0")
-    command += ["--kafka-advertised-listener", "127.0.0.1:0"]  # the port it takes
-    proc, port, _ = _start(command, tmp_path / "serve.log")
+    args, _ = _serve(secure.bucket, tmp_path, "0.0.0.0:0")
+    args += ["--kafka-advertised-listener", "127.0.0.1:0"]  # the port it takes
+    proc, port, _ = _start(args, tmp_path / "serve.log")
     try:
         assert port > 0
         assert b"Kafka listener on 0.0.0.0:" in (tmp_path / "serve.log").read_bytes()

@@ -25,7 +25,6 @@ import socket
 import ssl
 import struct
 import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -49,7 +48,7 @@ from tests.integration.independent_bucket import (
     upload_all,
     write_independent_bucket,
 )
-from tests.integration.serve import stop
+from tests.integration.serve import run_serve, spawn_serve, stop
 from tests.integration.test_kafka_listener import (
     ISOLATION,
     RD_SIZES,
@@ -92,13 +91,12 @@ def _start(
 ) -> Server:
     """``serve --workers 2`` with the Kafka listener on port 0, once both workers' listeners
     serve every topic (each asked alone)."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("TIERED_GATEWAY_")}
     args = bucket.serve_args((bucket.root / "bucket").as_uri())
-    command = [sys.executable, "-m", "gateway.cli", "serve", *args, "--workers", "2",
-               "--port", "0", "--kafka-listener", "127.0.0.1:0", "--rescan-interval-s", "0",
-               "--log-level", "info", *extra]  # fmt: skip
-    with log.open("wb") as out:
-        proc = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, env=env)
+    proc = spawn_serve(
+        [*args, "--workers", "2", "--port", "0", "--kafka-listener", "127.0.0.1:0",
+         "--rescan-interval-s", "0", "--log-level", "info", *extra],
+        log,
+    )  # fmt: skip
     try:
         deadline = time.monotonic() + START_LIMIT_S
         while len(workers := dict(_worker_listeners(log))) < 2:
@@ -271,13 +269,12 @@ def test_the_supervisor_binds_every_address_of_the_host_on_one_port() -> None:
 
 
 def test_serve_stops_when_the_kafka_port_is_taken(bucket: IndependentBucket) -> None:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("TIERED_GATEWAY_")}
     with bound_socket() as taken:
         listener = f"127.0.0.1:{port_of(taken)}"
-        command = [sys.executable, "-m", "gateway.cli", "serve",
-                   *bucket.serve_args((bucket.root / "bucket").as_uri()), "--workers", "2",
-                   "--port", "0", "--kafka-listener", listener]  # fmt: skip
-        done = subprocess.run(command, capture_output=True, env=env, timeout=60, check=False)
+        done = run_serve(
+            [*bucket.serve_args((bucket.root / "bucket").as_uri()), "--workers", "2",
+             "--port", "0", "--kafka-listener", listener]
+        )  # fmt: skip
     assert done.returncode == 3, done.stderr
     assert f"cannot listen for Kafka on {listener}".encode() in done.stderr
     assert b"worker 0 starting" not in done.stderr  # no worker was started

@@ -10,7 +10,6 @@ import os
 import re
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -19,7 +18,7 @@ import boto3
 import httpx
 
 from tests.fixtures.ports import LOCALHOST, listening_port
-from tests.integration.serve import stop
+from tests.integration.serve import spawn_serve, stop, wait_for_log
 from tests.realkafka.oracle import load_ndjson
 from tests.realkafka.report import Row
 
@@ -135,41 +134,21 @@ SERVE_START_S = 120.0
 def serving(args: list[str], log_path: Path) -> Iterator[tuple[str, str]]:
     """``serve`` with HTTP and the Kafka listener both on port 0 (their ports read from its
     log, never guessed); the HTTP base URL and the Kafka bootstrap once ``/readyz`` answers."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("TIERED_GATEWAY_")}
-    command = [
-        sys.executable,
-        "-m",
-        "gateway.cli",
-        "serve",
-        *args,
-        "--workers",
-        "1",
-        "--port",
-        "0",
-        "--kafka-listener",
-        f"{LOCALHOST}:0",
-        "--log-level",
-        "info",
-    ]
-    with log_path.open("wb") as log:
-        proc = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=env)
+    proc = spawn_serve(
+        [*args, "--workers", "1", "--port", "0", "--kafka-listener", f"{LOCALHOST}:0",
+         "--log-level", "info"],
+        log_path,
+    )  # fmt: skip
     try:
-        deadline = time.monotonic() + SERVE_START_S
-        while True:
-            if proc.poll() is not None:
-                raise RuntimeError(
-                    f"serve exited {proc.returncode}: {log_path.read_text()[-2000:]}"
-                )
-            text = log_path.read_bytes()
-            http, kafka = _HTTP.search(text), _KAFKA.search(text)
-            if http and kafka:
-                url = f"http://{LOCALHOST}:{int(http.group(1))}"
-                with contextlib.suppress(httpx.TransportError):
-                    if httpx.get(f"{url}/readyz", timeout=5).status_code == 200:
-                        break
-            if time.monotonic() > deadline:
-                raise RuntimeError(f"serve not ready in {SERVE_START_S:.0f} s: {text[-2000:]!r}")
-            time.sleep(0.1)
+        http = wait_for_log(proc, log_path, _HTTP, timeout_s=SERVE_START_S)
+        url = f"http://{LOCALHOST}:{int(http[1])}"
+
+        def ready(_: re.Match[bytes]) -> bool:
+            with contextlib.suppress(httpx.TransportError):
+                return httpx.get(f"{url}/readyz", timeout=5).status_code == 200
+            return False
+
+        kafka = wait_for_log(proc, log_path, _KAFKA, until=ready, timeout_s=SERVE_START_S)
         yield url, f"{LOCALHOST}:{int(kafka.group(1))}"
     finally:
         stop(proc)

@@ -4,10 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import re
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +20,7 @@ from gateway.config import Settings
 from gateway.demo import DemoBucket
 from gateway.errors import ConfigurationError
 from tests.fixtures.ports import LOCALHOST, listening_port
-from tests.integration.serve import stop, wait_ready
+from tests.integration.serve import spawn_serve, stop, wait_ready
 from tests.unit.api.fake import LOG_END, FakeService
 from tests.unit.api.server import running
 
@@ -197,14 +194,11 @@ def test_serve_logs_in_one_format_with_the_request_id(
     format; the access line of a request names its ``X-Request-ID``; the start warns about the
     demo's encrypted topic when its key pair is not configured."""
     log_path = tmp_path / "serve.log"
-    env = {k: v for k, v in os.environ.items() if not k.startswith("TIERED_GATEWAY_")}
-    with log_path.open("wb") as log:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "gateway.cli", "serve", "--store", demo.store_url,
-             "--key-prefix", demo.key_prefix, "--port", "0", "--rescan-interval-s", "0",
-             "--log-format", log_format],
-            stdout=log, stderr=subprocess.STDOUT, env=env,
-        )  # fmt: skip
+    proc = spawn_serve(
+        ["--store", demo.store_url, "--key-prefix", demo.key_prefix, "--port", "0",
+         "--rescan-interval-s", "0", "--log-format", log_format],
+        log_path,
+    )  # fmt: skip
     try:
         base = f"http://{LOCALHOST}:{listening_port(proc)}"
         wait_ready(base, proc, log_path)

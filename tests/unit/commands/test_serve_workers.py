@@ -7,8 +7,6 @@ import argparse
 import os
 import re
 import socket
-import subprocess
-import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -24,6 +22,7 @@ from gateway.commands.workers import WORKER_NOT_STARTED, Supervisor
 from gateway.config import GiB, MiB, Settings, load_settings, usable_cpus
 from gateway.errors import ConfigurationError
 from indexcache.share import DiskShare, stale_tmp, tmp_name
+from tests.integration.serve import run_serve
 
 
 def _args(argv: list[str]) -> argparse.Namespace:
@@ -159,16 +158,16 @@ def test_a_worker_that_cannot_start_stops_the_server(tmp_path: Path) -> None:
     """The catalog's folder is a file: the workers' services cannot open; the server exits
     with 3 and leaves no worker behind."""
     (tmp_path / "state").write_text("not a folder", encoding="utf-8")
-    env = {k: v for k, v in os.environ.items() if not k.startswith("TIERED_GATEWAY_")}
-    proc = subprocess.run(
-        [sys.executable, "-m", "gateway.cli", "serve", "--store", tmp_path.as_uri(),
-         "--port", "0", "--workers", "2", "--state-dir", str(tmp_path / "state")],
-        check=False, capture_output=True, text=True, env=env, timeout=120,
+    done = run_serve(
+        ["--store", tmp_path.as_uri(), "--port", "0", "--workers", "2",
+         "--state-dir", str(tmp_path / "state")],
+        timeout_s=120,
     )  # fmt: skip
-    assert proc.returncode == 3, proc.stderr
-    assert "before it served: stopping the server" in proc.stderr
-    assert "error: the gateway did not start" in proc.stderr
-    pids = [int(pid) for pid in re.findall(r"worker \d starting \(pid (\d+)\)", proc.stderr)]
+    stderr = done.stderr.decode()
+    assert done.returncode == 3, stderr
+    assert "before it served: stopping the server" in stderr
+    assert "error: the gateway did not start" in stderr
+    pids = [int(pid) for pid in re.findall(r"worker \d starting \(pid (\d+)\)", stderr)]
     assert len(pids) == 2 and not [pid for pid in pids if Path(f"/proc/{pid}").exists()]
 
 
