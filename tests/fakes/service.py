@@ -9,7 +9,8 @@ test_fake_contract.py`` runs the same cases against it and the real service on t
   the log end none (``next_offset`` is ``offset``), outside ``[start, end]``
   ``OffsetOutOfRangeError``; a negative offset or a ``max_bytes`` < 1 ``InvalidRequestError``.
   read_committed stops before the last stable offset (``stable``) and carries it and the
-  aborted transactions that begin before the end of the answer; at or past it, below the end,
+  aborted transactions overlapping the batches read (those whose ABORT marker, in ``markers``,
+  is before them are left out); at or past the last stable offset, below the end,
   ``TransactionPendingError``.
 * ``list_offsets``: earliest/latest/latest_tiered/earliest_local/earliest_pending_upload from
   the bounds and the leader epoch lineage; ``max_timestamp`` and a time from the records'
@@ -83,6 +84,9 @@ class FakePartition:
     stable: int | None = None  # the last stable offset (None: the end)
     aborted: tuple[AbortedTransaction, ...] = ()
     segments: list[SegmentInfo] = field(default_factory=list)
+    markers: dict[AbortedTransaction, int] = field(default_factory=dict)  # its ABORT's offset
+    size: int | None = None  # as stored (None: the batches' bytes)
+    segment_count: int | None = None  # None: len(segments) or the segments of the batches
 
     @property
     def start(self) -> int:
@@ -177,8 +181,10 @@ class FakeService:
 
     def _info(self, topic: str, partition: int) -> PartitionInfo:
         t, p = self._partition(topic, partition)
-        size = sum(len(b.data) for b in p.batches)
-        count = len(p.segments) or len({b.segment for b in p.batches})
+        size = sum(len(b.data) for b in p.batches) if p.size is None else p.size
+        count = p.segment_count
+        if count is None:
+            count = len(p.segments) or len({b.segment for b in p.batches})
         return PartitionInfo(topic, t.newest, partition, p.start, p.end, size, count, p.epochs)
 
     async def partitions(self, topic: str) -> list[PartitionInfo]:
@@ -264,7 +270,12 @@ class FakeService:
         next_offset = taken[-1].last + 1 if taken else offset
         aborted = None
         if committed:
-            aborted = tuple(a for a in p.aborted if a.first_offset < next_offset)
+            # those overlapping the batches read (Kafka's collectAbortedTxns)
+            read_from = taken[0].base if taken else offset
+            aborted = tuple(
+                a for a in p.aborted
+                if a.first_offset < next_offset and p.markers.get(a, end) >= read_from
+            )  # fmt: skip
         stable = p.lso if committed else None
         return FetchResult(
             topic, t.newest, partition, tuple(parts), next_offset, start, end, aborted, stable
