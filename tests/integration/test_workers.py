@@ -8,7 +8,6 @@ import os
 import re
 import signal
 import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -18,7 +17,6 @@ import httpx
 import pytest
 
 from gateway.demo import DemoBucket
-from tests.fixtures.ports import LOCALHOST, listening_port
 from tests.integration.serve import start_serve, stop, wait_ready, walk
 from tests.integration.test_http_e2e import _as_json, _got
 from tests.unit.service.test_service_demo import expected_records
@@ -133,15 +131,8 @@ def test_a_worker_that_dies_is_started_again(
 
 def test_sigterm_stops_every_process(demo: DemoBucket, tmp_path: Path) -> None:
     log = tmp_path / "serve.log"
-    env = {k: v for k, v in os.environ.items() if not k.startswith("TIERED_GATEWAY_")}
-    with log.open("wb") as out:  # as start_serve, but logging at info
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "gateway.cli", "serve", *demo.serve_args, "--workers", "2",
-             "--port", "0"],
-            stdout=out, stderr=subprocess.STDOUT, env=env,
-        )  # fmt: skip
+    proc, url = start_serve([*demo.serve_args, "--workers", "2"], log, log_level="info")
     try:
-        url = f"http://{LOCALHOST}:{listening_port(proc)}"
         wait_ready(url, proc, log)
         _wait_for(lambda: log.read_text().count(") serves") == 2, "two workers serving")
         workers = _children(proc.pid)
