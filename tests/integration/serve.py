@@ -77,16 +77,22 @@ def wait_for_log(
 
 
 def start_serve(
-    args: Sequence[str], log_path: Path, *, defaults: bool = False
+    args: Sequence[str],
+    log_path: Path,
+    *,
+    defaults: bool = False,
+    log_level: str = "warning",
+    env: dict[str, str] | None = None,
 ) -> tuple[subprocess.Popen[bytes], str]:
-    """Start ``serve`` with ``args`` on a port it picks (``--port 0``), its output to
-    ``log_path``; the process and its base URL once it listens (not yet ready). One worker
-    process unless ``args`` say otherwise (or ``SERVE_WORKERS``), or, with ``defaults`` (the
-    benchmarks), serve's own default."""
+    """Start ``serve`` with ``args`` on a port it picks (``--port 0``), logging at
+    ``log_level``, its output to ``log_path``; the process and its base URL once it listens (not
+    yet ready). One worker process unless ``args`` say otherwise (or ``SERVE_WORKERS``), or,
+    with ``defaults`` (the benchmarks), serve's own default. Its environment: ``env``, or this
+    one without ``TIERED_GATEWAY_*`` variables, with test S3 credentials."""
     if not defaults:
         args = ["--workers", os.environ.get("SERVE_WORKERS", "1"), *args]
-    command = serve_command(*args, "--port", "0", "--log-level", "warning")
-    return start_listening(command, log_path, "serve", serve_env())
+    command = serve_command(*args, "--port", "0", "--log-level", log_level)
+    return start_listening(command, log_path, "serve", env or serve_env())
 
 
 def start_listening(

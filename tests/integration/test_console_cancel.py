@@ -18,7 +18,7 @@ import pytest
 from tests.fixtures.browser import Watch, chromium
 from tests.integration.fault_proxy import Faults, fault_proxy
 from tests.integration.independent_bucket import upload_to_moto, write_independent_bucket
-from tests.integration.serve import serve_command, start_listening, stop, wait_ready
+from tests.integration.serve import start_serve, stop, wait_ready
 
 
 @pytest.fixture(scope="module")
@@ -31,13 +31,12 @@ def stalled(
     with fault_proxy(moto_endpoint) as (proxy_url, faults):
         args = bucket.serve_args(
             f"s3://{name}", "--s3-endpoint-url", proxy_url, "--s3-region", "us-east-1",
-            "--s3-path-style", "--rescan-interval-s", "0", "--workers", "1", "--port", "0",
-            "--log-level", "info", "--retry-attempt-timeout-s", "120",
-            "--request-timeout-ms", "120000",
+            "--s3-path-style", "--rescan-interval-s", "0", "--workers", "1",
+            "--retry-attempt-timeout-s", "120", "--request-timeout-ms", "120000",
         )  # fmt: skip
         log = work / "serve.log"
         env = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing", "PATH": ""}
-        proc, url = start_listening(serve_command(*args), log, "serve", env)
+        proc, url = start_serve(args, log, log_level="info", env=env)
         try:
             wait_ready(url, proc, log)
             yield url, faults, log

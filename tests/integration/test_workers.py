@@ -17,8 +17,7 @@ import httpx
 import pytest
 
 from gateway.demo import DemoBucket
-from tests.fixtures.ports import LOCALHOST, listening_port
-from tests.integration.serve import spawn_serve, start_serve, stop, wait_ready, walk
+from tests.integration.serve import start_serve, stop, wait_ready, walk
 from tests.integration.test_http_e2e import _as_json, _got
 from tests.unit.service.test_service_demo import expected_records
 
@@ -132,9 +131,8 @@ def test_a_worker_that_dies_is_started_again(
 
 def test_sigterm_stops_every_process(demo: DemoBucket, tmp_path: Path) -> None:
     log = tmp_path / "serve.log"
-    proc = spawn_serve([*demo.serve_args, "--workers", "2", "--port", "0"], log)  # logs at info
+    proc, url = start_serve([*demo.serve_args, "--workers", "2"], log, log_level="info")
     try:
-        url = f"http://{LOCALHOST}:{listening_port(proc)}"
         wait_ready(url, proc, log)
         _wait_for(lambda: log.read_text().count(") serves") == 2, "two workers serving")
         workers = _children(proc.pid)

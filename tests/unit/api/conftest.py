@@ -11,7 +11,8 @@ from fastapi.testclient import TestClient
 
 from gateway.api import create_app
 from gateway.config import ENV_PREFIX, Settings
-from tests.unit.api.fake import FakeService
+from tests.fakes.orders import orders
+from tests.fakes.service import FakeService
 
 PAGE_BYTES = 300  # three fake batches per NDJSON page
 MAX_RESPONSE_BYTES = 1000
@@ -39,7 +40,7 @@ def settings() -> Settings:
 
 @pytest.fixture
 def fake() -> FakeService:
-    return FakeService()
+    return orders()
 
 
 @pytest.fixture

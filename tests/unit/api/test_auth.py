@@ -13,7 +13,8 @@ from fastapi.testclient import TestClient
 from gateway.api import create_app
 from gateway.config import Settings
 from gateway.security.apikeys import new_key
-from tests.unit.api.fake import TOPIC, FakeService
+from tests.fakes.orders import TOPIC
+from tests.fakes.service import FakeService
 
 RECORDS = f"/v1/topics/{TOPIC}/partitions/0/records?offset=0"
 ACL_READ = """\
@@ -113,7 +114,7 @@ def test_degraded_details_and_metrics_need_describe_on_the_cluster(
     tmp_path: Path, keys: dict[str, str], fake: FakeService
 ) -> None:
     from gateway.service.types import UnreadableManifest  # noqa: PLC0415
-    from tests.unit.api.fake import TOPIC_ID  # noqa: PLC0415
+    from tests.fakes.orders import TOPIC_ID  # noqa: PLC0415
 
     acl = ACL_READ.format(topic=TOPIC, principal="User:ANONYMOUS") + (
         "Current ACLs for resource `ResourcePattern(resourceType=CLUSTER, name=kafka-cluster, "

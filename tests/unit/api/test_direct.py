@@ -17,7 +17,7 @@ from gateway.api import create_app, direct, params, records
 from gateway.api.auth import authenticate, authorise_read
 from gateway.config import Settings
 from gateway.security.apikeys import new_key
-from tests.unit.api.fake import TOPIC, FakeService
+from tests.fakes.orders import TOPIC, orders
 
 ACL = """\
 Current ACLs for resource `ResourcePattern(resourceType=TOPIC, name={topic}, patternType=LITERAL)`:
@@ -81,7 +81,7 @@ def test_open_gateway_answers_as_fastapi_does(
     settings: Settings, monkeypatch: pytest.MonkeyPatch, ready: bool
 ) -> None:
     def app() -> FastAPI:
-        fake = FakeService()
+        fake = orders()
         fake.is_ready = ready
         return create_app(settings, fake.factory())
 
@@ -106,9 +106,9 @@ def test_secured_gateway_answers_as_fastapi_does(
         {"X-API-Key": keys["User:other"]},
         {"X-API-Key": "not-a-key"},
     ]
-    direct_answers = _answers(create_app(settings, FakeService().factory()), heads)
+    direct_answers = _answers(create_app(settings, orders().factory()), heads)
     _reference(monkeypatch)
-    reference = _answers(create_app(settings, FakeService().factory()), heads)
+    reference = _answers(create_app(settings, orders().factory()), heads)
     assert direct_answers == reference
     assert {s for s, _ in reference} >= {200, 400, 401, 403}
 

@@ -22,7 +22,7 @@ from gateway.errors import (
     RateLimitedError,
     TransactionPendingError,
 )
-from tests.unit.api.fake import FakeService
+from tests.fakes.service import FakeService
 
 
 def _all_error_classes() -> list[type[GatewayError]]:

@@ -20,7 +20,8 @@ from fastapi.testclient import TestClient
 
 from gateway.errors import TransactionPendingError
 from gateway.service.types import IsolationLevel
-from tests.unit.api.fake import LOG_END, FakeService
+from tests.fakes.orders import LOG_END
+from tests.fakes.service import FakeService
 
 URL: Final = "/v1/topics/orders/partitions/0/records"
 OFFSETS: Final = "/v1/topics/orders/partitions/0/offsets"
@@ -33,7 +34,7 @@ ABORTED: Final = {10, 11, 12}  # the fake's aborted records
 
 @pytest.fixture
 def open_txn(fake: FakeService) -> FakeService:
-    fake.last_stable = LSO
+    fake.catalog["orders"].partitions[0].stable = LSO
     return fake
 
 

@@ -14,7 +14,8 @@ from gateway import __version__
 from gateway.api.build import UNKNOWN, build_commit
 from gateway.api.logs import new_request_id
 from gateway.errors import KeyNotConfiguredError
-from tests.unit.api.fake import TOPIC, FakeService
+from tests.fakes.orders import TOPIC
+from tests.fakes.service import FakeService
 
 RECORDS = "/v1/topics/{topic}/partitions/0/records"
 

@@ -11,7 +11,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from gateway.api.buffers import BuffersResponse
-from tests.unit.api.fake import batch_data
+from tests.fakes.orders import batch_data
 
 URL = "/v1/topics/orders/partitions/0/records"
 RAW = {"Accept": "application/octet-stream"}

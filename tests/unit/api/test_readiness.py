@@ -21,8 +21,9 @@ from gateway.remote.keys import ObjectKey, Suffix
 from gateway.service.core import GatewayService
 from gateway.service.open import open_service
 from gateway.service.types import UnreadableManifest
+from tests.fakes.orders import TOPIC, TOPIC_ID
+from tests.fakes.service import FakeService
 from tests.fixtures.demo import copy_demo_bucket
-from tests.unit.api.fake import TOPIC, TOPIC_ID, FakeService
 
 OTHER_ID = uuid.UUID(int=0x0DD)
 DATA_ROUTES = [

@@ -17,15 +17,9 @@ from gateway.api.render import choose_media_type
 from gateway.errors import CorruptRecordError, StorageUnavailableError
 from gateway.kafka.uuids import encode_uuid
 from gateway.service.types import IsolationLevel
+from tests.fakes.orders import BATCH_BYTES, LOG_END, RECORDS_PER_BATCH, TOPIC_ID, batch_data
+from tests.fakes.service import FakeService
 from tests.unit.api.conftest import DEFAULT_MAX_BYTES, MAX_RESPONSE_BYTES, PAGE_BYTES
-from tests.unit.api.fake import (
-    BATCH_BYTES,
-    LOG_END,
-    RECORDS_PER_BATCH,
-    TOPIC_ID,
-    FakeService,
-    batch_data,
-)
 
 URL = "/v1/topics/orders/partitions/0/records"
 NDJSON = {"Accept": "application/x-ndjson"}

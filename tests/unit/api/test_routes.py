@@ -8,7 +8,8 @@ from fastapi import FastAPI
 from fastapi.testclient import TestClient
 
 from gateway.kafka.uuids import encode_uuid
-from tests.unit.api.fake import LOG_END, OLD_TOPIC_ID, TOPIC_ID, FakeService
+from tests.fakes.orders import LOG_END, OLD_TOPIC_ID, TOPIC_ID
+from tests.fakes.service import FakeService
 
 
 def test_lifespan_opens_and_closes_the_service(app: FastAPI, fake: FakeService) -> None:

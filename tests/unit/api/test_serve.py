@@ -19,9 +19,10 @@ from gateway.commands.serve import DEMO_MARKER, clear_demo_root, write_demo
 from gateway.config import Settings
 from gateway.demo import DemoBucket
 from gateway.errors import ConfigurationError
+from tests.fakes.orders import LOG_END
+from tests.fakes.service import FakeService
 from tests.fixtures.ports import LOCALHOST, listening_port
 from tests.integration.serve import spawn_serve, stop, wait_ready
-from tests.unit.api.fake import LOG_END, FakeService
 from tests.unit.api.server import running
 
 

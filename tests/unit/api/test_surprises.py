@@ -12,7 +12,8 @@ import pytest
 from fastapi.testclient import TestClient
 
 from gateway.service.types import IsolationLevel
-from tests.unit.api.fake import LOG_END, FakeService
+from tests.fakes.orders import LOG_END
+from tests.fakes.service import FakeService
 
 URL = "/v1/topics/orders/partitions/0/records"
 OFFSETS = "/v1/topics/orders/partitions/0/offsets"

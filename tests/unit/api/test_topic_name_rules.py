@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from fastapi.testclient import TestClient
 
-from tests.unit.api.fake import FakeService
+from tests.fakes.service import FakeService
 
 
 @pytest.mark.parametrize("raw_topic", ["orders%0A", "orders%0D%0A", "%0A"])

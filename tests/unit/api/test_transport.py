@@ -14,7 +14,7 @@ from gateway.api.hosts import HostAllowList, allowed_hosts, host_name
 from gateway.api.transport import guarded_protocol
 from gateway.config import Settings
 from gateway.errors import ConfigurationError
-from tests.unit.api.fake import FakeService
+from tests.fakes.service import FakeService
 from tests.unit.api.server import running
 
 WAIT_S = 30.0  # how long a test waits for the server to close a socket: never a verdict

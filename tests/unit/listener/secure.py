@@ -25,7 +25,8 @@ from gateway.config import settings_for
 from gateway.listener.server import KafkaListener
 from gateway.security.access import Access, access_for
 from gateway.security.apikeys import new_key
-from tests.unit.listener.support import FakeService, context, request
+from tests.fakes.service import FakeService
+from tests.unit.listener.support import context, request
 
 ISSUER, AUDIENCE, KID = "https://idp.test", "tiered-gateway", "k1"
 ACL = """\

@@ -32,13 +32,15 @@ from gateway.listener.sasl import Session
 from gateway.listener.server import KafkaListener
 from gateway.listener.startup import check_listener
 from gateway.security.audit import AuditLog
+from tests.fakes.service import FakeService
 from tests.unit.listener.secure import call, connect, secured
 from tests.unit.listener.support import (
     END,
     TOPIC,
     TOPIC_ID,
-    FakeService,
     context,
+    fake_service,
+    fetches,
     request,
     unframe,
 )
@@ -74,13 +76,13 @@ def _metadata(ctx: Context, who: str, names: list[str] | None) -> list[tuple[str
 def test_metadata_shows_what_a_principal_may_describe(
     tmp_path: Path, who: str, missing: int
 ) -> None:
-    ctx = _ctx(tmp_path, FakeService())
+    ctx = _ctx(tmp_path, fake_service())
     assert _metadata(ctx, who, None) == [(TOPIC, codes.NONE)]
     assert _metadata(ctx, who, [TOPIC, MISSING]) == [(TOPIC, codes.NONE), (MISSING, missing)]
 
 
 def test_a_refused_topic_answers_as_a_missing_one(tmp_path: Path) -> None:
-    ctx = _ctx(tmp_path, FakeService())
+    ctx = _ctx(tmp_path, fake_service())
     assert _metadata(ctx, "User:ci", None) == []  # listed: none
     failed = codes.TOPIC_AUTHORIZATION_FAILED
     assert _metadata(ctx, "User:ci", [TOPIC, MISSING]) == [(TOPIC, failed), (MISSING, failed)]
@@ -105,7 +107,7 @@ def _list_offsets(ctx: Context, who: str) -> list[tuple[str, int, int]]:
 
 
 def test_list_offsets_needs_describe(tmp_path: Path) -> None:
-    ctx = _ctx(tmp_path, FakeService())
+    ctx = _ctx(tmp_path, fake_service())
     unknown = codes.UNKNOWN_TOPIC_OR_PARTITION
     failed = codes.TOPIC_AUTHORIZATION_FAILED
     assert _list_offsets(ctx, "User:alice") == [(TOPIC, 0, END), (MISSING, unknown, -1)]
@@ -145,15 +147,15 @@ def _fetch(ctx: Context, who: str) -> list[tuple[str, int, bool]]:
 
 
 def test_fetch_needs_read_and_a_refused_topic_is_not_read(tmp_path: Path) -> None:
-    service = FakeService()
+    service = fake_service()
     ctx = _ctx(tmp_path, service)
     failed = codes.TOPIC_AUTHORIZATION_FAILED
     for who in ("User:bob", "User:ci"):  # bob may describe, not read
         assert _fetch(ctx, who) == [(TOPIC, failed, False), (MISSING, failed, False)]
-    assert service.calls == []
+    assert fetches(service) == []
     unknown = codes.UNKNOWN_TOPIC_OR_PARTITION
     assert _fetch(ctx, "User:alice") == [(TOPIC, codes.NONE, True), (MISSING, unknown, False)]
-    assert len(service.calls) == 2  # read: both (the service says which one is missing)
+    assert len(fetches(service)) == 2  # read: both (the service says which one is missing)
 
 
 def test_the_listener_starts_off_loopback_only_with_authentication(tmp_path: Path) -> None:
@@ -176,7 +178,7 @@ def test_each_data_request_gets_an_audit_line(tmp_path: Path) -> None:
 
     async def run() -> None:
         sec = await secured(tmp_path)
-        ctx = replace(context(FakeService(), port=0, **sec.settings_args), access=sec.access)
+        ctx = replace(context(fake_service(), port=0, **sec.settings_args), access=sec.access)
         listener = KafkaListener(ctx, "127.0.0.1", 10, audit=AuditLog(stream))
         await listener.start()
         try:

@@ -26,6 +26,7 @@ from gateway.listener.fetch_wire import TOPIC_IDS_FROM, PartitionAnswer, cut_to,
 from gateway.listener.framing import FETCH, MalformedRequestError
 from gateway.listener.sasl import Session
 from gateway.service.types import AbortedTransaction
+from tests.fakes.service import FakeService
 from tests.unit.listener.secure import secured
 from tests.unit.listener.support import (
     ABORTED,
@@ -35,9 +36,11 @@ from tests.unit.listener.support import (
     PER_BATCH,
     TOPIC,
     TOPIC_ID,
-    FakeService,
+    catalog,
     context,
     decoded,
+    fake_service,
+    fetches,
     request,
     unframe,
 )
@@ -190,33 +193,33 @@ def _offsets(partition: object) -> list[int]:
 def test_max_bytes_is_shared_and_the_first_partition_with_data_is_never_cut() -> None:
     size = len(BATCH_BYTES[0])
     payload = _fetch_request([(0, 0, 10_000), (1, 0, 10_000)], max_bytes=size + 1, wait_ms=500)
-    response = asyncio.run(_fetch(FakeService(), payload))
+    response = asyncio.run(_fetch(fake_service(), payload))
     first, second = response.responses[0].partitions
     assert _offsets(first) == list(range(PER_BATCH))  # one batch fits max_bytes
     assert _offsets(second) == []  # nothing left: no records, no error, asked again later
     assert (second.error_code, second.high_watermark) == (0, END)
     small = _fetch_request([(0, 0, 1)], max_bytes=1, wait_ms=500)
-    response = asyncio.run(_fetch(FakeService(), small))
+    response = asyncio.run(_fetch(fake_service(), small))
     assert _offsets(response.responses[0].partitions[0]) == list(range(PER_BATCH))
 
 
 def test_offsets_outside_the_remote_log_and_the_end() -> None:
     payload = _fetch_request([(0, END, 1000), (1, END + 1, 1000)], max_bytes=1 << 20, wait_ms=0)
-    at_end, past = asyncio.run(_fetch(FakeService(), payload)).responses[0].partitions
+    at_end, past = asyncio.run(_fetch(fake_service(), payload)).responses[0].partitions
     assert (at_end.error_code, at_end.high_watermark, _offsets(at_end)) == (0, END, [])
     assert (past.error_code, past.high_watermark, past.log_start_offset) == (1, END, 0)
     payload = _fetch_request([(1, -1, 1000)], max_bytes=1 << 20, wait_ms=0)
-    (negative,) = asyncio.run(_fetch(FakeService(), payload)).responses[0].partitions
+    (negative,) = asyncio.run(_fetch(fake_service(), payload)).responses[0].partitions
     assert negative.error_code == codes.OFFSET_OUT_OF_RANGE
 
 
 def test_read_committed_carries_the_aborted_transactions() -> None:
     payload = _fetch_request([(0, 0, 1000)], max_bytes=1 << 20, wait_ms=0, isolation=1)
-    (p,) = asyncio.run(_fetch(FakeService(), payload)).responses[0].partitions
+    (p,) = asyncio.run(_fetch(fake_service(), payload)).responses[0].partitions
     assert [(t.producer_id, t.first_offset) for t in p.aborted_transactions] == [(7, 3)]
     assert p.last_stable_offset == END
     payload = _fetch_request([(0, 0, 1000)], max_bytes=1 << 20, wait_ms=0, isolation=0)
-    (p,) = asyncio.run(_fetch(FakeService(), payload)).responses[0].partitions
+    (p,) = asyncio.run(_fetch(fake_service(), payload)).responses[0].partitions
     assert p.aborted_transactions is None
 
 
@@ -225,7 +228,7 @@ def test_read_committed_stops_at_the_last_stable_offset_and_says_so() -> None:
     offset and says it (librdkafka's end of partition is there); at it, no records, no error
     and the bounds, as a broker at its LSO; read_uncommitted reads on to the end."""
     stable = END - 2 * PER_BATCH
-    service = FakeService(stable=stable)
+    service = fake_service(stable=stable)
     payload = _fetch_request([(0, 0, 1 << 20)], max_bytes=1 << 20, wait_ms=0, isolation=1)
     (p,) = asyncio.run(_fetch(service, payload)).responses[0].partitions
     assert (p.error_code, p.high_watermark, p.last_stable_offset) == (0, END, stable)
@@ -253,10 +256,10 @@ def test_past_max_wait_a_response_waits_for_data_on_its_way() -> None:
     With max_wait_ms 0 long past, the response still waits for partition 1's data."""
 
     async def run() -> None:
-        service = FakeService(gates={1: asyncio.Event()})
+        service = fake_service(gates={1: asyncio.Event()})
         payload = _fetch_request([(0, END, 1000), (1, 0, 1000)], max_bytes=1 << 20, wait_ms=0)
         task = asyncio.ensure_future(_fetch(service, payload))
-        while len(service.calls) < 2:
+        while len(fetches(service)) < 2:
             await asyncio.sleep(0)
         await _settle(task)
         assert not task.done()
@@ -275,7 +278,7 @@ def test_at_max_wait_what_is_ready_goes_and_the_rest_answers_empty() -> None:
 
     async def run() -> None:
         gate = asyncio.Event()  # never set: partition 1 is still reading
-        service = FakeService(gates={1: gate})
+        service = fake_service(gates={1: gate})
         payload = _fetch_request([(0, 0, 1000), (1, 0, 1000)], max_bytes=1 << 20, wait_ms=0)
         response = await _fetch(service, payload)
         ready, waiting = response.responses[0].partitions
@@ -289,7 +292,7 @@ def test_at_max_wait_what_is_ready_goes_and_the_rest_answers_empty() -> None:
 
 def test_a_fetch_with_nothing_to_say_is_held_until_max_wait() -> None:
     async def held() -> None:
-        ctx = context(FakeService())
+        ctx = context(fake_service())
         payload = _fetch_request([(0, END, 1000)], max_bytes=1 << 20, wait_ms=300)
         task = asyncio.ensure_future(fetch(ctx, decoded(payload)))
         while not ctx.budget.stats.released_bytes and not task.done():
@@ -301,19 +304,19 @@ def test_a_fetch_with_nothing_to_say_is_held_until_max_wait() -> None:
     asyncio.run(held())
     payload = _fetch_request([(0, END, 1000), (1, END, 1000)], max_bytes=1 << 20, wait_ms=300)
     start = time.monotonic()
-    response = asyncio.run(_fetch(FakeService(), payload))
+    response = asyncio.run(_fetch(fake_service(), payload))
     assert time.monotonic() - start >= 0.3
     assert [_offsets(p) for p in response.responses[0].partitions] == [[], []]
     payload = _fetch_request([(0, 0, 1000)], max_bytes=1 << 20, wait_ms=60_000)
     start = time.monotonic()
-    response = asyncio.run(_fetch(FakeService(), payload))  # data: answered at once
+    response = asyncio.run(_fetch(fake_service(), payload))  # data: answered at once
     assert time.monotonic() - start < 30
     assert _offsets(response.responses[0].partitions[0])
 
 
 def test_an_overloaded_fetch_answers_a_retriable_error_per_partition() -> None:
     async def run() -> object:
-        ctx = context(FakeService(), request_timeout_ms=1)
+        ctx = context(fake_service(), request_timeout_ms=1)
         held = await ctx.budget.acquire(ctx.budget.capacity, ctx.deadline())
         try:
             payload = _fetch_request([(0, 0, 1000), (1, 0, 1000)], max_bytes=1000, wait_ms=0)
@@ -337,33 +340,33 @@ def test_an_overloaded_fetch_answers_a_retriable_error_per_partition() -> None:
 def test_more_than_max_partitions_is_a_malformed_request() -> None:
     many = [(p, 0, 1000) for p in range(MAX_PARTITIONS + 1)]
     with pytest.raises(MalformedRequestError, match="more than 1000 partitions"):
-        asyncio.run(_fetch(FakeService(), _fetch_request(many, max_bytes=1 << 20, wait_ms=0)))
+        asyncio.run(_fetch(fake_service(), _fetch_request(many, max_bytes=1 << 20, wait_ms=0)))
     copies = [(0, 0, 1000)] * (MAX_PARTITIONS + 1)  # duplicates count: they are entries
     with pytest.raises(MalformedRequestError):
-        asyncio.run(_fetch(FakeService(), _fetch_request(copies, max_bytes=1 << 20, wait_ms=0)))
+        asyncio.run(_fetch(fake_service(), _fetch_request(copies, max_bytes=1 << 20, wait_ms=0)))
 
 
 def test_a_partition_named_twice_is_read_and_answered_once_at_its_first_occurrence() -> None:
-    service = FakeService()
+    service = fake_service()
     entries = [(0, 0, 1000), (1, 0, 1000)] + [(0, 3, 1000)] * (MAX_PARTITIONS - 2)
     payload = _fetch_request(entries, max_bytes=1 << 20, wait_ms=0)
     response = asyncio.run(_fetch(service, payload))
     first, second = response.responses[0].partitions
     assert (first.partition_index, second.partition_index) == (0, 1)
     assert _offsets(first)[0] == 0  # the first occurrence's offset
-    assert sorted(c[:2] for c in service.calls) == [(0, 0), (1, 0)]
+    assert sorted(c[:2] for c in fetches(service)) == [(0, 0), (1, 0)]
 
 
 def test_the_reads_of_one_request_are_bounded_and_its_failures_logged_once(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    service = FakeService(present=tuple(range(40)))
+    service = fake_service(present=tuple(range(40)))
     wanted = [(p, 0, 1000) for p in range(40)] + [(p, 0, 1000) for p in range(40, 400)]
     payload = _fetch_request(wanted, max_bytes=1 << 20, wait_ms=60_000)  # every read ends
     with caplog.at_level(logging.INFO, logger="gateway.listener.fetch"):
         response = asyncio.run(_fetch(service, payload))
     partitions = response.responses[0].partitions
-    assert len(service.calls) == 400
+    assert len(fetches(service)) == 400
     assert 1 < service.most_reading <= READ_CONCURRENCY
     assert all(_offsets(p) for p in partitions[:40])
     unknown = [p.error_code for p in partitions[40:]]
@@ -374,7 +377,7 @@ def test_the_reads_of_one_request_are_bounded_and_its_failures_logged_once(
 
 def test_the_reservation_is_what_is_read_and_is_released_down_to_the_answer() -> None:
     async def run() -> None:
-        ctx = context(FakeService())
+        ctx = context(fake_service())
         payload = _fetch_request([(0, 0, 8 << 20)], max_bytes=64 << 20, wait_ms=0)
         reply = await fetch(ctx, decoded(payload))
         answer = sum(b.nbytes for b in reply.buffers if isinstance(b, memoryview))
@@ -383,13 +386,13 @@ def test_the_reservation_is_what_is_read_and_is_released_down_to_the_answer() ->
         assert ctx.budget.in_use == 0
         # max_bytes is shared in request order: one partition takes it all, the next one
         # reserves what is left of it, not its own partition_max_bytes again
-        service = FakeService(gates={0: asyncio.Event()})
+        service = fake_service(gates={0: asyncio.Event()})
         ctx = context(service)
         both = _fetch_request([(0, 0, 5000), (1, 0, 5000)], max_bytes=6000, wait_ms=60_000)
         task = asyncio.ensure_future(fetch(ctx, decoded(both)))
-        while len(service.calls) < 2:
+        while len(fetches(service)) < 2:
             await asyncio.sleep(0)
-        assert [c[2] for c in service.calls] == [5000, 1000]
+        assert [c[2] for c in fetches(service)] == [5000, 1000]
         assert ctx.budget.in_use == 6000
         service.gates[0].set()
         (await task).release()
@@ -407,22 +410,22 @@ def test_a_spent_max_bytes_reads_no_more_partitions(first_at_end: bool) -> None:
     spent = len(BATCH_BYTES[0]) + len(BATCH_BYTES[1])  # two whole batches, exactly
 
     async def run() -> tuple[Any, list[tuple[int, int, int]], int]:
-        service = FakeService(gates={0: asyncio.Event()})
+        service = fake_service(gates={0: asyncio.Event()})
         ctx = context(service)
         first = END if first_at_end else 0
         payload = _fetch_request([(0, first, 1 << 20), (1, 0, 1 << 20)], max_bytes=spent,
                                  wait_ms=60_000)  # fmt: skip
         task = asyncio.ensure_future(fetch(ctx, decoded(payload)))
-        while not service.calls:
+        while not fetches(service):
             await asyncio.sleep(0)
         await _settle(task)
-        waiting = list(service.calls)  # partition 1 waits on partition 0's read
+        waiting = list(fetches(service))  # partition 1 waits on partition 0's read
         service.gates[0].set()
         reply = await task
         reply.release()
         assert ctx.budget.in_use == 0
         response = FetchResponse[12].decode(unframe(reply), version=12, header=True)
-        return response, waiting, len(service.calls)
+        return response, waiting, len(fetches(service))
 
     response, waiting, reads = asyncio.run(run())
     assert waiting == [(0, END if first_at_end else 0, spent)]
@@ -444,19 +447,19 @@ def test_reads_waiting_for_the_byte_budget_share_max_bytes_and_do_not_each_take_
     total = 4 * len(BATCH_BYTES[0])
 
     async def run() -> list[tuple[int, int, int]]:
-        service = FakeService()
+        service = fake_service()
         ctx = context(service)
         blocker = await ctx.budget.acquire(ctx.budget.capacity, ctx.deadline())
         payload = _fetch_request([(0, 0, 1 << 20), (1, 0, 1 << 20)], max_bytes=total,
                                  wait_ms=5_000)  # fmt: skip
         task = asyncio.ensure_future(fetch(ctx, decoded(payload)))
         await _settle(task)
-        assert service.calls == []  # both are waiting for the budget
+        assert fetches(service) == []  # both are waiting for the budget
         ctx.budget.release(blocker)
         reply = await task
         reply.release()
         assert ctx.budget.in_use == 0
-        return service.calls
+        return fetches(service)
 
     calls = asyncio.run(run())
     assert calls and sum(c[2] for c in calls) <= total, calls
@@ -475,7 +478,7 @@ def test_a_bug_in_the_bounds_of_a_partition_not_read_is_its_answer_only() -> Non
     response goes (before this, the whole Fetch failed)."""
     spent = len(BATCH_BYTES[0]) + len(BATCH_BYTES[1])
     payload = _fetch_request([(0, 0, 1 << 20), (1, 0, 1 << 20)], max_bytes=spent, wait_ms=500)
-    first, second = asyncio.run(_fetch(_BoundsBug(), payload)).responses[0].partitions
+    first, second = asyncio.run(_fetch(_BoundsBug(catalog()), payload)).responses[0].partitions
     assert (first.error_code, _offsets(first)) == (codes.NONE, list(range(2 * PER_BATCH)))
     assert (second.error_code, _offsets(second)) == (codes.UNKNOWN_SERVER_ERROR, [])
 
@@ -486,7 +489,7 @@ def test_past_the_cap_a_fetch_with_nothing_answers_a_retriable_error() -> None:
     KAFKA_STORAGE_ERROR (retriable), with their real bounds."""
 
     async def run() -> object:
-        service = FakeService(gates={0: asyncio.Event()})  # never set
+        service = fake_service(gates={0: asyncio.Event()})  # never set
         ctx = context(service, request_timeout_ms=500)
         payload = _fetch_request([(0, 0, 1000)], max_bytes=1 << 20, wait_ms=0)
         reply = await asyncio.wait_for(fetch(ctx, decoded(payload)), 20)
@@ -511,7 +514,7 @@ def test_from_v13_topics_are_named_by_id_in_the_request_and_the_answer(
     version: int, isolation: int
 ) -> None:
     stable = END - 2 * PER_BATCH
-    service = FakeService(stable=stable)
+    service = fake_service(stable=stable)
     payload = _fetch_request(
         [(0, 0, 10_000), (1, 3, 10_000)],
         max_bytes=1 << 20, wait_ms=0, isolation=isolation, version=version,
@@ -531,7 +534,7 @@ def test_from_v13_topics_are_named_by_id_in_the_request_and_the_answer(
         ]
     else:
         assert aborted is None
-    assert sorted(c[:2] for c in service.calls) == [(0, 0), (1, 3)]
+    assert sorted(c[:2] for c in fetches(service)) == [(0, 0), (1, 3)]
 
 
 @pytest.mark.parametrize("version", [13, 18])
@@ -539,7 +542,7 @@ def test_an_id_not_served_answers_unknown_topic_id_and_is_not_read(version: int)
     """An unknown id, and the id of an older incarnation of ``t`` still in the bucket (the
     service reads a name's newest incarnation only): UNKNOWN_TOPIC_ID for each partition,
     nothing read; the id served, in the same request, is read."""
-    service = FakeService()
+    service = fake_service()
     stranger = uuid.UUID("5eed0000-0000-4000-8000-00000000000f")
     payload = _fetch_request(
         [(0, 0, 10_000), (1, 0, 10_000)],
@@ -560,21 +563,21 @@ def test_an_id_not_served_answers_unknown_topic_id_and_is_not_read(version: int)
         (TOPIC_ID, 0, 0, True),
         (TOPIC_ID, 1, 0, True),
     ]
-    assert sorted(c[:2] for c in service.calls) == [(0, 0), (1, 0)]  # only TOPIC_ID's
+    assert sorted(c[:2] for c in fetches(service)) == [(0, 0), (1, 0)]  # only TOPIC_ID's
 
 
 def test_a_topic_recreated_under_the_read_never_answers_the_new_incarnations_records() -> None:
     """The id asked is the newest when looked up, but the read (by name) finds another
     incarnation: UNKNOWN_TOPIC_ID and no records, its share of inflight_bytes given back; a
     partition not read in time does not take the other incarnation's bounds either."""
-    service = FakeService(recreate=True)
+    service = fake_service(recreate=True)
     payload = _fetch_request([(0, 0, 1 << 20)], max_bytes=1 << 20, wait_ms=0, version=16)
     (p,) = asyncio.run(_fetch(service, payload)).responses[0].partitions
     assert (p.error_code, _offsets(p), p.high_watermark) == (codes.UNKNOWN_TOPIC_ID, [], -1)
-    assert service.calls  # it was read, and not answered
+    assert fetches(service)  # it was read, and not answered
 
     async def late() -> Any:
-        held = FakeService(recreate=True, gates={1: asyncio.Event()})  # never set
+        held = fake_service(recreate=True, gates={1: asyncio.Event()})  # never set
         both = _fetch_request(
             [(0, 0, 1 << 20), (1, 0, 1 << 20)], max_bytes=1 << 20, wait_ms=0, version=16
         )
@@ -593,7 +596,7 @@ def test_a_recreated_topics_bounds_and_out_of_range_verdict_are_not_the_ids(
     offset (read_committed) of another incarnation answers UNKNOWN_TOPIC_ID with no bounds:
     the other log's out-of-range verdict would fire the client's auto.offset.reset. The same
     reads of the id's own incarnation answer their bounds."""
-    service = FakeService(recreate=recreated, stable=2 * PER_BATCH)
+    service = fake_service(recreate=recreated, stable=2 * PER_BATCH)
     past_end = _fetch_request([(0, END + 5, 1 << 20)], max_bytes=1 << 20, wait_ms=0, version=16)
     pending = _fetch_request(
         [(1, 3 * PER_BATCH, 1 << 20)], max_bytes=1 << 20, wait_ms=0, isolation=1, version=16
@@ -609,7 +612,7 @@ def test_a_recreated_topics_bounds_and_out_of_range_verdict_are_not_the_ids(
             (codes.OFFSET_OUT_OF_RANGE, END, 0, END),
             (codes.NONE, END, 0, 2 * PER_BATCH),
         ]
-    assert [c[:2] for c in service.calls] == [(0, END + 5), (1, 3 * PER_BATCH)]  # both read
+    assert [c[:2] for c in fetches(service)] == [(0, END + 5), (1, 3 * PER_BATCH)]  # both read
 
 
 def test_while_the_catalog_is_not_loaded_an_id_answers_its_error() -> None:
@@ -617,18 +620,18 @@ def test_while_the_catalog_is_not_loaded_an_id_answers_its_error() -> None:
         async def topics(self) -> dict[str, list[uuid.UUID]]:
             raise NotReadyError("the catalog of remote segments is not loaded yet")
 
-    service = Loading()
+    service = Loading(catalog())
     payload = _fetch_request([(0, 0, 1 << 20)], max_bytes=1 << 20, wait_ms=0, version=13)
     (p,) = asyncio.run(_fetch(service, payload)).responses[0].partitions
     assert (p.error_code, _offsets(p)) == (codes.LEADER_NOT_AVAILABLE, [])
-    assert service.calls == []
+    assert fetches(service) == []
 
 
 def test_by_id_the_acl_is_the_topics_and_a_refused_topic_is_not_read(tmp_path: Path) -> None:
     """bob may describe ``t`` but not read it: its id answers TOPIC_AUTHORIZATION_FAILED, as
     its name does to v12 (``test_acl.py``); alice reads it."""
     sec = asyncio.run(secured(tmp_path))
-    service = FakeService()
+    service = fake_service()
     ctx = replace(context(service, **sec.settings_args), access=sec.access)
     payload = _fetch_request([(0, 0, 1 << 20)], max_bytes=1 << 20, wait_ms=0, version=15)
 
@@ -645,7 +648,7 @@ def test_by_id_the_acl_is_the_topics_and_a_refused_topic_is_not_read(tmp_path: P
         return p.error_code, bool(_offsets(p))
 
     assert ask("User:bob") == (codes.TOPIC_AUTHORIZATION_FAILED, False)
-    assert service.calls == []
+    assert fetches(service) == []
     assert ask("User:alice") == (codes.NONE, True)
 
 
@@ -654,4 +657,4 @@ def test_a_null_topic_id_is_a_malformed_request() -> None:
     request = decoded(payload)
     request.body.topics[0].topic_id = None
     with pytest.raises(MalformedRequestError, match="topic id is null"):
-        asyncio.run(fetch(context(FakeService()), request))
+        asyncio.run(fetch(context(fake_service()), request))

@@ -29,7 +29,8 @@ from kafka.protocol.consumer.fetch import FetchResponse
 from gateway.listener import codes
 from gateway.listener.fetch import fetch
 from gateway.service.admission import ByteBudget
-from tests.unit.listener.support import BATCH_BYTES, END, FakeService, context, decoded, unframe
+from tests.fakes.service import FakeService
+from tests.unit.listener.support import BATCH_BYTES, END, catalog, context, decoded, unframe
 from tests.unit.listener.test_fetch import _fetch_request
 
 SIZE = len(BATCH_BYTES[0])
@@ -38,7 +39,7 @@ PARTITIONS = 16
 
 class _Jitter(FakeService):
     def __init__(self, seed: int, failing: float) -> None:
-        super().__init__(present=tuple(range(PARTITIONS)))
+        super().__init__(catalog(present=tuple(range(PARTITIONS))))
         self.seed = seed
         self.failing = failing
         self.asked: dict[tuple[str, int], int] = {}

@@ -39,7 +39,7 @@ from gateway.listener.framing import MalformedRequestError
 from gateway.listener.groups import NO_CONFIGS, NO_TRANSACTIONS
 from gateway.listener.sasl import Session
 from tests.unit.listener.secure import secured
-from tests.unit.listener.support import TOPIC, FakeService, context, request, unframe
+from tests.unit.listener.support import TOPIC, context, fake_service, request, unframe
 
 TOPIC_RESOURCE = 2
 BROKER_RESOURCE = 4
@@ -66,7 +66,7 @@ def _ask(
 
 def _secured(folder: Path) -> Context:
     sec = asyncio.run(secured(folder))
-    return replace(context(FakeService(), **sec.settings_args), access=sec.access)
+    return replace(context(fake_service(), **sec.settings_args), access=sec.access)
 
 
 def test_the_group_apis_are_advertised_and_consumer_group_heartbeat_is_not() -> None:

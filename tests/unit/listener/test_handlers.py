@@ -30,13 +30,16 @@ from gateway.listener.framing import (
     frame_size,
 )
 from gateway.listener.startup import check_listener
-from gateway.service.types import OffsetResult, PartitionInfo
+from gateway.service.types import PartitionInfo
+from tests.fakes.service import FakePartition, FakeService
 from tests.unit.listener.support import (
     END,
+    EPOCHS,
     TOPIC,
     TOPIC_ID,
-    FakeService,
+    catalog,
     context,
+    fake_service,
     request,
     unframe,
 )
@@ -90,7 +93,7 @@ def test_metadata_lists_every_partition_up_to_the_highest_with_remote_data() -> 
     r = MetadataRequest[12]
     message = r(topics=[r.MetadataRequestTopic(name=TOPIC)], allow_auto_topic_creation=False)
     payload = request(message)
-    reply = asyncio.run(answer(context(FakeService(present=(0, 1, 3))), payload))
+    reply = asyncio.run(answer(context(fake_service(present=(0, 1, 3))), payload))
     response = MetadataResponse[12].decode(unframe(reply), version=12, header=True)
     (topic,) = response.topics
     got = [(p.partition_index, p.error_code, p.leader_id, p.replica_nodes, p.isr_nodes)
@@ -148,7 +151,7 @@ def _list_offsets(
         payload = _list_offsets_request(
             version, [(TOPIC, [(0, spec)]), ("nope", [(0, -2)])], isolation=isolation
         )
-        ctx = context(service or FakeService(stable=END - 6))
+        ctx = context(service or fake_service(stable=END - 6))
         reply = asyncio.run(answer(ctx, payload))
         response = ListOffsetsResponse[version].decode(unframe(reply), version=version,
                                                        header=True)  # fmt: skip
@@ -169,19 +172,22 @@ def test_list_offsets_specs(version: int, isolation: int) -> None:
     EARLIEST, -3 MAX_TIMESTAMP (v7), -4 EARLIEST_LOCAL (v8: the remote log end, where a log
     with no local part begins), -5 LATEST_TIERED (v9: the highest offset in remote storage,
     its epoch), -6 EARLIEST_PENDING_UPLOAD (v11: the remote log end); -4 to -6 whatever the
-    isolation level; -7 is no timestamp."""
+    isolation level; -7 is no timestamp. read_committed: a match at or past the last stable
+    offset is none (-3 here)."""
     assert (min(LIST_OFFSETS_SERVED), max(LIST_OFFSETS_SERVED)) == (1, 11)
     specs = [-2, -1, 1_700_000_000_005, 1_800_000_000_000, -3, -4, -5, -6, -7]
     known, unknown = _list_offsets(version, specs, isolation=isolation)
     got = [(p.error_code, p.offset, p.timestamp) for p in known]
     latest = END - 6 if isolation and version >= 2 else END
     unsupported = (codes.UNSUPPORTED_VERSION, -1, -1)
+    # read_committed: the record with the max timestamp lies past the last stable offset
+    max_timestamp = (0, -1, -1) if isolation else (0, END - 1, 1_700_000_000_000 + END - 1)
     want = [
         (0, 0, -1),
         (0, latest, -1),
         (0, 5, 1_700_000_000_005),
         (0, -1, -1),
-        (0, END - 1, 1_700_000_000_000 + END - 1) if version >= 7 else unsupported,
+        unsupported if version < 7 else max_timestamp,
         (0, END, -1) if version >= 8 else unsupported,
         (0, END - 1, -1) if version >= 9 else unsupported,
         (0, END, -1) if version >= 11 else unsupported,
@@ -194,33 +200,30 @@ def test_list_offsets_specs(version: int, isolation: int) -> None:
     assert {p.error_code for p in unknown} == {codes.UNKNOWN_TOPIC_OR_PARTITION}
 
 
-class _Empty(FakeService):
-    """A partition with nothing in remote storage, as the service answers it: the end 0 with
-    the latest epoch (3) for LATEST, EARLIEST_LOCAL and EARLIEST_PENDING_UPLOAD, no offset for
-    EARLIEST and LATEST_TIERED (``tests/unit/service/test_service_demo.py`` checks the
-    service's own answers)."""
-
-    async def list_offsets(self, topic: str, partition: int, spec: Any, *args: Any,
-                           **kwargs: Any) -> OffsetResult:  # fmt: skip
-        if spec in ("earliest", "latest_tiered"):
-            return OffsetResult(-1, -1, None)
-        return OffsetResult(0, -1, 3)
+def _empty() -> FakeService:
+    """Partition 0 with nothing in remote storage (its epochs still known), as the service
+    answers it: the end 0 with the latest epoch (3) for LATEST and EARLIEST_LOCAL, no offset for
+    EARLIEST, LATEST_TIERED and EARLIEST_PENDING_UPLOAD (which is EARLIEST when nothing is
+    uploaded); ``tests/unit/test_fake_contract.py`` holds the fake to the service's answers."""
+    service = fake_service()
+    service.catalog[TOPIC].partitions[0] = FakePartition(epochs=EPOCHS)
+    return service
 
 
 def test_with_nothing_in_remote_storage_the_answers_say_none_not_zero_epochs() -> None:
     """The service's answers for an empty remote log go out as Kafka says none: offset -1,
     epoch -1 where there is none."""
-    known, _ = _list_offsets(11, [-2, -6, -5, -4], service=_Empty())
+    known, _ = _list_offsets(11, [-2, -6, -5, -4], service=_empty())
     got = [(p.error_code, p.offset, p.timestamp, p.leader_epoch) for p in known]
-    assert got == [(0, -1, -1, -1), (0, 0, -1, 3), (0, -1, -1, -1), (0, 0, -1, 3)]
+    assert got == [(0, -1, -1, -1), (0, -1, -1, -1), (0, -1, -1, -1), (0, 0, -1, 3)]
 
 
 class _Counting(FakeService):
     """``list_offsets`` counted: the calls, and the most at once (each held for a few loop
-    steps, so concurrent ones overlap)."""
+    steps, so concurrent ones overlap); partitions 0 to 39."""
 
     def __init__(self) -> None:
-        super().__init__(present=tuple(range(40)))  # every partition the requests name
+        super().__init__(catalog(present=tuple(range(40))))
         self.asked: list[tuple[str, int]] = []
         self.now = 0
         self.most = 0
@@ -320,7 +323,7 @@ def test_list_offsets_and_metadata_naming_too_many_are_malformed() -> None:
 
 class _CountingPartitions(FakeService):
     def __init__(self) -> None:
-        super().__init__()
+        super().__init__(catalog())
         self.listed: list[str] = []
 
     async def partitions(self, topic: str) -> list[PartitionInfo]:
@@ -360,7 +363,7 @@ def test_list_offsets_v10_timeout_ms_is_the_deadline_within_request_timeout_ms()
 
     def ask(timeout_ms: int, request_timeout_ms: int) -> tuple[float, int]:
         message = r(replica_id=-1, isolation_level=0, topics=asked, timeout_ms=timeout_ms)
-        ctx = context(_Slow(), request_timeout_ms=request_timeout_ms)
+        ctx = context(_Slow(catalog()), request_timeout_ms=request_timeout_ms)
         start = time.monotonic()
         reply = asyncio.run(answer(ctx, request(message)))
         took = time.monotonic() - start

@@ -48,7 +48,7 @@ from tests.unit.listener.secure import (
     secured_listener,
     token,
 )
-from tests.unit.listener.support import TOPIC, FakeService, context, request, unframe
+from tests.unit.listener.support import TOPIC, context, fake_service, request, unframe
 
 HOUR_MS = 3_600_000
 
@@ -116,7 +116,7 @@ class Client:
 
 async def _client(folder: Path, clock: FakeClock, **settings: Any) -> tuple[Client, Secured]:
     sec = await secured(folder)
-    ctx = replace(context(FakeService(), **sec.settings_args, **settings), access=sec.access)
+    ctx = replace(context(fake_service(), **sec.settings_args, **settings), access=sec.access)
     return Client(ctx, clock), sec
 
 
@@ -306,7 +306,7 @@ def test_certificate_and_anonymous_sessions_never_end(tmp_path: Path) -> None:
         client.session = Session("127.0.0.1", "User:alice", clock=clock.now, wall=clock.wall)
         clock.advance(10 * 365 * 86400)
         assert await client.topics() == [(TOPIC, codes.NONE)]  # the certificate's principal
-        anonymous = Client(context(FakeService(), kafka_reauth_ms=1), clock)
+        anonymous = Client(context(fake_service(), kafka_reauth_ms=1), clock)
         anonymous.session = Session("127.0.0.1", "User:ANONYMOUS", clock=clock.now)
         clock.advance(10 * 365 * 86400)
         assert await anonymous.topics() == [(TOPIC, codes.NONE)]

@@ -43,7 +43,7 @@ from tests.unit.listener.secure import (
     send_frame,
     token,
 )
-from tests.unit.listener.support import TOPIC, FakeService, context, request
+from tests.unit.listener.support import TOPIC, context, fake_service, request
 from tests.unit.listener.test_server import _listener
 
 
@@ -238,7 +238,7 @@ def test_the_v0_exchange_takes_a_bare_token(tmp_path: Path, mechanism: str) -> N
 
 def test_a_gateway_without_authentication_offers_no_mechanism_and_needs_none() -> None:
     async def run() -> None:
-        async with _listener(FakeService()) as listener:
+        async with _listener(fake_service()) as listener:
             conn = await connect(listener)
             assert await _topic_errors(conn) == [(TOPIC, codes.NONE)]  # anonymous, open
             answer = await _handshake(conn, PLAIN)
@@ -277,7 +277,7 @@ def test_tls_with_a_client_certificate_is_the_mapped_principal(tmp_path: Path) -
         settings = settings_for(store="file:///", workers=1, **args)
         access = access_for(settings)
         await access.start()
-        ctx = replace(context(FakeService(), port=0, **args), access=access)
+        ctx = replace(context(fake_service(), port=0, **args), access=access)
         listener = KafkaListener(ctx, "127.0.0.1", 10, tls=server_tls(settings))
         await listener.start()
         try:

@@ -22,7 +22,8 @@ from kafka.protocol.producer.produce import ProduceRequest
 
 from gateway.listener.framing import Reply
 from gateway.listener.server import KafkaListener
-from tests.unit.listener.support import END, TOPIC, FakeService, context, request
+from tests.fakes.service import FakeService
+from tests.unit.listener.support import END, TOPIC, context, fake_service, fetches, request
 
 
 @asynccontextmanager
@@ -79,7 +80,7 @@ def _fetch(partition: int) -> bytes:
 
 def test_garbage_and_oversized_frames_close_only_their_connection() -> None:
     async def run() -> None:
-        async with _listener(FakeService()) as listener:
+        async with _listener(fake_service()) as listener:
             for junk in (b"\x00\x00\x00\x0chello world!", struct.pack(">i", 1 << 30), b"\xff" * 8,
                          struct.pack(">ihhih", 8, 99, 0, 1, 0)):  # fmt: skip
                 reader, writer = await _connect(listener)
@@ -94,12 +95,12 @@ def test_garbage_and_oversized_frames_close_only_their_connection() -> None:
 
 def test_a_client_vanishing_mid_fetch_leaves_the_others_served() -> None:
     async def run() -> None:
-        service = FakeService(gates={1: asyncio.Event()})
+        service = fake_service(gates={1: asyncio.Event()})
         async with _listener(service) as listener:
             _, writer = await _connect(listener)
             writer.write(struct.pack(">i", len(_fetch(1))) + _fetch(1))
             await writer.drain()
-            while not any(p == 1 for p, _, _ in service.calls):
+            while not any(p == 1 for p, _, _ in fetches(service)):
                 await asyncio.sleep(0)
             writer.close()  # gone while its fetch is still reading
             other = await _connect(listener)
@@ -120,7 +121,7 @@ def test_a_client_vanishing_mid_fetch_leaves_the_others_served() -> None:
 
 def test_a_connection_beyond_the_limit_is_closed_at_once() -> None:
     async def run() -> None:
-        async with _listener(FakeService(), max_connections=1) as listener:
+        async with _listener(fake_service(), max_connections=1) as listener:
             first = await _connect(listener)
             await _call(first, request(ApiVersionsRequest[0]()))
             reader, writer = await _connect(listener)
@@ -137,7 +138,7 @@ def test_a_connection_beyond_the_limit_is_closed_at_once() -> None:
 
 def test_an_idle_connection_is_closed() -> None:
     async def run() -> None:
-        async with _listener(FakeService(), idle_timeout_s=0.2) as listener:
+        async with _listener(fake_service(), idle_timeout_s=0.2) as listener:
             reader, writer = await _connect(listener)
             await _call((reader, writer), request(ApiVersionsRequest[0]()))
             assert await _closed(reader)
@@ -149,7 +150,7 @@ def test_an_idle_connection_is_closed() -> None:
 
 def test_an_acks_0_produce_closes_its_connection() -> None:
     async def run() -> None:
-        async with _listener(FakeService()) as listener:
+        async with _listener(fake_service()) as listener:
             r = ProduceRequest[9]
             data = r.TopicProduceData(name=TOPIC, partition_data=[
                 r.TopicProduceData.PartitionProduceData(index=0, records=None)])  # fmt: skip
@@ -177,7 +178,7 @@ class _StuckWriter:
 def test_a_client_that_stops_reading_gives_back_its_share_and_is_closed() -> None:
     async def run() -> float:
         listener = KafkaListener(
-            context(FakeService(), port=0, request_timeout_ms=200), "127.0.0.1", 10
+            context(fake_service(), port=0, request_timeout_ms=200), "127.0.0.1", 10
         )
         held = await listener.ctx.budget.acquire(1000, listener.ctx.deadline())
         reply = Reply([b"x" * 300_000, b"y"], lambda: listener.ctx.budget.release(held))
@@ -199,7 +200,7 @@ def test_a_group_consumer_fails_at_once_with_the_reason() -> None:
     JoinGroup's refusal is fatal, so poll() raises instead of waiting quietly for ever."""
 
     async def run() -> None:
-        async with _listener(FakeService()) as listener:
+        async with _listener(fake_service()) as listener:
             listener.ctx = dataclasses.replace(listener.ctx, port=listener.port)  # advertised
 
             def consume() -> float:
@@ -229,7 +230,7 @@ def test_real_clients_read_the_partitions_of_a_sparse_topic() -> None:
     confluent_kafka = pytest.importorskip("confluent_kafka")
 
     async def run() -> None:
-        async with _listener(FakeService(present=(0, 1, 3))) as listener:
+        async with _listener(fake_service(present=(0, 1, 3))) as listener:
             listener.ctx = dataclasses.replace(listener.ctx, port=listener.port)  # advertised
             servers = f"127.0.0.1:{listener.port}"
 

@@ -26,7 +26,7 @@ from gateway.service.memory import (
     heap_returned,
     limit_arenas,
 )
-from tests.unit.api.fake import FakeService
+from tests.fakes.orders import orders
 
 pytestmark = pytest.mark.skipif(platform.libc_ver()[0] != "glibc", reason="glibc only")
 MIB = 1 << 20
@@ -141,7 +141,7 @@ async def test_heap_returned_fixes_the_threshold_and_trims_until_the_block_ends(
 
 def test_the_app_runs_the_trimmer_for_its_lifespan(caplog: pytest.LogCaptureFixture) -> None:
     caplog.set_level(logging.INFO, logger="gateway.service.memory")
-    app = create_app(Settings(store="file:///nonexistent"), FakeService().factory())
+    app = create_app(Settings(store="file:///nonexistent"), orders().factory())
     with TestClient(app, base_url="http://localhost") as client:
         r = client.get("/v1/topics/orders/partitions/0/records", params={"offset": 0})
         assert r.status_code == 200, r.text
