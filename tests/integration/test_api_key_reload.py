@@ -21,8 +21,6 @@ bucket, the certificates and the raw frames are those of
 
 from __future__ import annotations
 
-import asyncio
-import json
 import ssl
 import time
 from collections.abc import Iterator
@@ -32,7 +30,6 @@ from typing import Any, Final
 
 import httpx
 import pytest
-from cryptography.hazmat.primitives.asymmetric import rsa
 from kafka.errors import KafkaError as KafkaPythonError
 from kafka.protocol.metadata.metadata import MetadataRequest, MetadataResponse
 from kafka.protocol.sasl import (
@@ -43,20 +40,14 @@ from kafka.protocol.sasl import (
 )
 
 from gateway.security.apikeys import new_key
-from gateway.storage.filesystem import FilesystemStore
-from tests.integration.independent_bucket import TOPICS, upload_all, write_independent_bucket
-from tests.integration.serve import stop
+from tests.integration.independent_bucket import TOPICS
 from tests.integration.test_kafka_listener_auth import (
-    ACL,
     CI_TOPIC,
     Secure,
     _kafka_python,
-    _serve,
-    _start,
-    _wait_ready,
+    secure_gateway,
 )
 from tests.integration.test_kafka_listener_reauth import _Wire
-from tests.integration.test_security import _jwks
 
 REAUTH_MS: Final = 600_000  # longer than a test may run (pytest-timeout: 300 s)
 CHECK_S: Final = 1.0  # the gateway stats its key file at most this often (WatchedFile)
@@ -120,24 +111,10 @@ def _a_check_later(written: float) -> None:
 @pytest.fixture(scope="module")
 def gateway(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Gateway]:
     work = tmp_path_factory.mktemp("api-key-reload")
-    bucket = write_independent_bucket(work / "root", topics=TOPICS[:2])
-    (work / "root" / "bucket").mkdir()
-    asyncio.run(upload_all(FilesystemStore(work / "root" / "bucket"), bucket))
-    signing_key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
-    (work / "jwks.json").write_text(json.dumps(_jwks(signing_key)))
-    api_key, line = new_key()
-    (work / "api-keys").write_text(f"{KEPT} {line}\n")
-    (work / "acl").write_text(ACL)
-    command, ca = _serve(bucket, work, "127.0.0.1:0")
-    command += ["--kafka-reauth-ms", str(REAUTH_MS)]
-    proc, port, http = _start(command, work / "serve.log")
-    try:
-        sec = Secure(bucket, port, f"https://127.0.0.1:{http}", ca, api_key, signing_key,
-                     work / "audit.jsonl")  # fmt: skip
-        _wait_ready(sec, proc, work / "serve.log")
-        yield Gateway(sec, work / "api-keys", work / "serve.log", {api_key: (KEPT, line)})
-    finally:
-        stop(proc)
+    with secure_gateway(work, TOPICS[:2], "--kafka-reauth-ms", str(REAUTH_MS)) as sec:
+        principal, line = (work / "api-keys").read_text().strip().split(" ", 1)
+        assert principal == KEPT
+        yield Gateway(sec, work / "api-keys", work / "serve.log", {sec.api_key: (KEPT, line)})
 
 
 # --- HTTP ---------------------------------------------------------------------------------

@@ -23,9 +23,9 @@ from kafka.record import MemoryRecords
 from playwright.sync_api import Browser, Locator, Page
 
 from gateway.demo import DemoBucket
-from gateway.security.apikeys import new_key
 from tests.fixtures.browser import RECORD_ROWS, Watch, chromium
 from tests.fixtures.schema_bucket import tier_records
+from tests.fixtures.secured import write_security_files
 from tests.integration.serve import start_serve, stop, wait_ready
 
 RECORDS = "/v1/topics/{}/partitions/{}/records"
@@ -487,21 +487,11 @@ def secured_gw(
     demo: DemoBucket, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[tuple[Served, dict[str, str]]]:
     work = tmp_path_factory.mktemp("console-acl")
-    keys: dict[str, str] = {}
-    lines = []
-    for who in ("reader", "looker", "nobody"):
-        secret, line = new_key()
-        keys[who] = secret
-        lines.append(f"User:{who} {line}")
-    (work / "api-keys").write_text("\n".join(lines) + "\n")
-    (work / "acl").write_text(ACL)
-    args = [
-        *demo.serve_args, "--rescan-interval-s", "0",
-        "--api-keys-file", str(work / "api-keys"), "--acl-file", str(work / "acl"),
-        "--no-console-downloads",
-    ]  # fmt: skip
+    files = write_security_files(work, ACL, None, users=("reader", "looker", "nobody"))
+    args = [*demo.serve_args, "--rescan-interval-s", "0", *files.serve_args(),
+            "--no-console-downloads"]  # fmt: skip
     for served in _serve(args, work / "serve.log"):
-        yield served, keys
+        yield served, files.api_keys
 
 
 def _sign_in(tab: Page, url: str, secret: str) -> None:

@@ -20,7 +20,7 @@ from schemathesis.checks import not_a_server_error
 from schemathesis.config import SchemathesisConfig
 
 from gateway.demo import DemoBucket
-from gateway.security.apikeys import new_key
+from tests.fixtures.secured import write_security_files
 from tests.integration.serve import start_serve, stop
 
 OPENAPI = Path(__file__).parents[2] / "openapi.yaml"
@@ -75,11 +75,9 @@ class Server:
 @pytest.fixture(scope="module")
 def server(demo: DemoBucket, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     work = tmp_path_factory.mktemp("contract")
-    key, line = new_key()
-    (work / "keys").write_text(f"User:contract {line}\n")
-    (work / "acl").write_text(ACL)
-    args = [*demo.serve_args, "--rescan-interval-s", "0", "--api-keys-file", str(work / "keys"),
-            "--acl-file", str(work / "acl")]  # fmt: skip
+    files = write_security_files(work, ACL, None, users=("contract",))
+    key = files.api_keys["contract"]
+    args = [*demo.serve_args, "--rescan-interval-s", "0", *files.serve_args()]
     proc, url = start_serve(args, work / "serve.log")
     try:
         deadline = time.monotonic() + 60

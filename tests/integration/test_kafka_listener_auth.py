@@ -13,6 +13,7 @@ the tokens are made by the helpers of :mod:`tests.integration.test_security`.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import re
 import socket
@@ -20,7 +21,7 @@ import ssl
 import struct
 import subprocess
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
@@ -33,9 +34,9 @@ from kafka import KafkaConsumer
 from kafka import TopicPartition as KTopicPartition
 from kafka.errors import KafkaError as KafkaPythonError
 
-from gateway.security.apikeys import new_key
 from gateway.storage.filesystem import FilesystemStore
 from tests.fixtures.ports import listening_ports
+from tests.fixtures.secured import SecurityFiles, token, write_security_files
 from tests.fixtures.tls import Pki
 from tests.integration.independent_bucket import (
     TOPICS,
@@ -47,7 +48,6 @@ from tests.integration.independent_bucket import (
 from tests.integration.kafka_clients import READ_LIMIT_S, client_record, rd_read
 from tests.integration.serve import spawn_serve, stop, wait_for_log
 from tests.integration.test_kafka_listener import _expected, _guard
-from tests.integration.test_security import AUDIENCE, ISSUER, _jwks, _token
 
 ALICE_TOPIC: Final = "plain.v1-raw"  # User:alice (a JWT) may read it
 CI_TOPIC: Final = "zstd-chunks.v2"  # User:ci (the API key) may read it
@@ -76,22 +76,22 @@ class Secure:
     audit: Path
 
     def token(self, who: str, **claims: object) -> str:
-        return _token(self.signing_key, who, **claims)
+        return token(self.signing_key, who, **claims)
 
 
-def _serve(bucket: IndependentBucket, work: Path, listener: str) -> tuple[list[str], Path]:
-    """The ``serve`` arguments for TLS, API keys, a JWKS file and ACLs under ``work``, and the
-    CA of its certificate."""
-    pki = Pki(work / "pki")
+def _serve(
+    files: SecurityFiles, bucket: IndependentBucket, listener: str
+) -> tuple[list[str], Path]:
+    """The ``serve`` arguments for TLS and ``files`` (API keys, a JWKS file, ACLs), and the CA
+    of its certificate."""
+    pki = Pki(files.folder / "pki")
     server = pki.server()
     args = bucket.serve_args((bucket.root / "bucket").as_uri())
     return [*args, "--workers", "1", "--port", "0", "--kafka-listener", listener,
             "--rescan-interval-s", "0", "--log-level", "info",
             "--tls-certfile", str(server.cert), "--tls-keyfile", str(server.key),
-            "--jwt-issuer", ISSUER, "--jwt-audience", AUDIENCE,
-            "--jwt-jwks-file", str(work / "jwks.json"),
-            "--api-keys-file", str(work / "api-keys"), "--acl-file", str(work / "acl"),
-            "--audit-log", str(work / "audit.jsonl")], pki.ca  # fmt: skip
+            *files.serve_args(),
+            "--audit-log", str(files.folder / "audit.jsonl")], pki.ca  # fmt: skip
 
 
 def _start(args: list[str], log_path: Path) -> tuple[subprocess.Popen[bytes], int, int]:
@@ -106,26 +106,30 @@ def _start(args: list[str], log_path: Path) -> tuple[subprocess.Popen[bytes], in
     return proc, int(kafka[2]), http_ports(kafka)[0]
 
 
-@pytest.fixture(scope="module")
-def secure(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Secure]:
-    work = tmp_path_factory.mktemp("kafka-listener-auth")
-    bucket = write_independent_bucket(work / "root", topics=TOPICS[:3])
+@contextlib.contextmanager
+def secure_gateway(work: Path, topics: Sequence[str], *extra: str) -> Iterator[Secure]:
+    """The secured gateway of these tests: ``serve`` over TLS with API keys, JWTs and ACLs and
+    the Kafka listener, on an independent bucket of ``topics``, once ready (``extra`` flags)."""
+    bucket = write_independent_bucket(work / "root", topics=topics)
     (work / "root" / "bucket").mkdir()
     asyncio.run(upload_all(FilesystemStore(work / "root" / "bucket"), bucket))
     key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
-    (work / "jwks.json").write_text(json.dumps(_jwks(key)))
-    api_key, line = new_key()
-    (work / "api-keys").write_text(f"User:ci {line}\n")
-    (work / "acl").write_text(ACL)
-    args, ca = _serve(bucket, work, "127.0.0.1:0")
-    proc, port, http = _start(args, work / "serve.log")
+    files = write_security_files(work, ACL, key)
+    args, ca = _serve(files, bucket, "127.0.0.1:0")
+    proc, port, http = _start([*args, *extra], work / "serve.log")
     try:
-        sec = Secure(bucket, port, f"https://127.0.0.1:{http}", ca, api_key, key,
+        sec = Secure(bucket, port, f"https://127.0.0.1:{http}", ca, files.api_keys["ci"], key,
                      work / "audit.jsonl")  # fmt: skip
         _wait_ready(sec, proc, work / "serve.log")
         yield sec
     finally:
         stop(proc)
+
+
+@pytest.fixture(scope="module")
+def secure(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Secure]:
+    with secure_gateway(tmp_path_factory.mktemp("kafka-listener-auth"), TOPICS[:3]) as sec:
+        yield sec
 
 
 def _wait_ready(sec: Secure, proc: subprocess.Popen[bytes], log: Path) -> None:
@@ -247,7 +251,7 @@ def test_confluent_kafka_a_wrong_credential_fails_authentication(
         config = _plain(secure, password="tgk_" + "x" * 43)
     else:  # signed by another key
         other = rsa.generate_private_key(public_exponent=65537, key_size=2048)
-        config = _oauth(lambda: _token(other, "alice"))
+        config = _oauth(lambda: token(other, "alice"))
     errors: list[Any] = []
     consumer = _confluent(secure, errors, **config)
     try:
@@ -361,7 +365,7 @@ def test_serve_starts_a_listener_off_loopback_once_authentication_is_configured(
 ) -> None:
     for name in ("jwks.json", "api-keys", "acl"):
         (tmp_path / name).write_bytes((secure.ca.parent.parent / name).read_bytes())
-    args, _ = _serve(secure.bucket, tmp_path, "0.0.0.0:0")
+    args, _ = _serve(SecurityFiles(tmp_path, secure.signing_key), secure.bucket, "0.0.0.0:0")
     args += ["--kafka-advertised-listener", "127.0.0.1:0"]  # the port it takes
     proc, port, _ = _start(args, tmp_path / "serve.log")
     try:

@@ -12,8 +12,6 @@ after). The servers, the bucket, the keys and the tokens are those of
 
 from __future__ import annotations
 
-import asyncio
-import json
 import re
 import socket
 import ssl
@@ -22,9 +20,9 @@ import time
 from collections.abc import Iterator
 from typing import Any, Final
 
+import confluent_kafka  # a dev dependency: missing, these tests fail (never skip)
 import httpx
 import pytest
-from cryptography.hazmat.primitives.asymmetric import rsa
 from kafka import TopicPartition as KTopicPartition
 from kafka.protocol.metadata.metadata import MetadataRequest, MetadataResponse
 from kafka.protocol.sasl import (
@@ -34,19 +32,13 @@ from kafka.protocol.sasl import (
     SaslHandshakeResponse,
 )
 
-from gateway.security.apikeys import new_key
-from gateway.storage.filesystem import FilesystemStore
 from tests.integration.independent_bucket import (
     TOPICS,
     WrittenPartition,
-    upload_all,
-    write_independent_bucket,
 )
 from tests.integration.kafka_clients import READ_LIMIT_S, client_record, guard, rd_record
-from tests.integration.serve import stop
 from tests.integration.test_kafka_listener import _expected
 from tests.integration.test_kafka_listener_auth import (
-    ACL,
     ALICE_TOPIC,
     CI_TOPIC,
     Secure,
@@ -55,14 +47,9 @@ from tests.integration.test_kafka_listener_auth import (
     _oauth,
     _partitions,
     _plain,
-    _serve,
-    _start,
-    _wait_ready,
+    secure_gateway,
 )
-from tests.integration.test_security import _jwks
 from tests.unit.listener.support import request
-
-confluent_kafka = pytest.importorskip("confluent_kafka")
 
 REAUTH_MS: Final = 2000
 LIFETIMES: Final = 4  # a slow read lasts at least this many session lifetimes
@@ -72,24 +59,9 @@ _SMALL: Final = 512  # fetch sizes that take many fetches to read a partition
 @pytest.fixture(scope="module")
 def secure(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Secure]:
     work = tmp_path_factory.mktemp("kafka-listener-reauth")
-    bucket = write_independent_bucket(work / "root", topics=TOPICS[:2])
-    (work / "root" / "bucket").mkdir()
-    asyncio.run(upload_all(FilesystemStore(work / "root" / "bucket"), bucket))
-    key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
-    (work / "jwks.json").write_text(json.dumps(_jwks(key)))
-    api_key, line = new_key()
-    (work / "api-keys").write_text(f"User:ci {line}\n")
-    (work / "acl").write_text(ACL)
-    command, ca = _serve(bucket, work, "127.0.0.1:0")
-    command += ["--kafka-reauth-ms", str(REAUTH_MS), "--jwt-leeway-s", "0"]
-    proc, port, http = _start(command, work / "serve.log")
-    try:
-        sec = Secure(bucket, port, f"https://127.0.0.1:{http}", ca, api_key, key,
-                     work / "audit.jsonl")  # fmt: skip
-        _wait_ready(sec, proc, work / "serve.log")
+    reauth = ("--kafka-reauth-ms", str(REAUTH_MS), "--jwt-leeway-s", "0")
+    with secure_gateway(work, TOPICS[:2], *reauth) as sec:
         yield sec
-    finally:
-        stop(proc)
 
 
 def _counter(sec: Secure, name: str, mechanism: str | None) -> float:

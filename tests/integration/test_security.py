@@ -18,17 +18,15 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
-import jwt
 import pytest
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
 
 from gateway.demo import DemoBucket
-from gateway.security.apikeys import new_key
+from tests.fixtures.secured import AUDIENCE, ISSUER, KID, token, write_security_files
 from tests.fixtures.tls import Pair, Pki
 from tests.integration.serve import start_serve, stop
 
-ISSUER, AUDIENCE, KID = "https://idp.test", "tiered-gateway", "k1"
 MISSING = "nope.missing"
 ACL = """\
 Current ACLs for resource `ResourcePattern(resourceType=TOPIC, name=orders, patternType=LITERAL)`:
@@ -107,17 +105,6 @@ class Gateway:
         return httpx.Client(base_url=self.url, verify=context, headers=headers, timeout=30)
 
 
-def _token(key: rsa.RSAPrivateKey, sub: str, **claims: object) -> str:
-    now = int(time.time())
-    body = {"iss": ISSUER, "aud": AUDIENCE, "sub": sub, "iat": now, "exp": now + 600, **claims}
-    return jwt.encode(body, key, algorithm="RS256", headers={"kid": KID})
-
-
-def _jwks(key: rsa.RSAPrivateKey) -> dict[str, object]:
-    public = json.loads(jwt.algorithms.RSAAlgorithm.to_jwk(key.public_key()))
-    return {"keys": [{**public, "kid": KID, "use": "sig", "alg": "RS256"}]}
-
-
 def _wait_ready(gw: Gateway, proc: subprocess.Popen[bytes], log: Path) -> None:
     deadline = time.monotonic() + 60
     with gw.client("anonymous") as client:
@@ -140,24 +127,19 @@ def gateway(demo: DemoBucket, tmp_path_factory: pytest.TempPathFactory) -> Itera
     server = pki.server()
     clients = {"User:carol": pki.client("carol", CN="carol", OU="people", O="Acme", C="US")}
     key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
-    (work / "jwks.json").write_text(json.dumps(_jwks(key)))
-    api_key, line = new_key()
-    (work / "api-keys").write_text(f"# scripts\nUser:ci {line}\n")
-    (work / "acl").write_text(ACL)
+    files = write_security_files(work, ACL, key, preamble="# scripts\n")
+    api_key = files.api_keys["ci"]
     audit = work / "audit.jsonl"
     args = [
         *demo.serve_args, "--rescan-interval-s", "0",
         "--tls-certfile", str(server.cert), "--tls-keyfile", str(server.key),
         "--tls-client-ca", str(pki.ca), "--no-tls-client-cert-required",
         "--tls-principal-mapping-rules", "RULE:^CN=(.*?),OU=people,.*$/$1/,DEFAULT",
-        "--jwt-issuer", ISSUER, "--jwt-audience", AUDIENCE,
-        "--jwt-jwks-file", str(work / "jwks.json"),
-        "--api-keys-file", str(work / "api-keys"), "--acl-file", str(work / "acl"),
-        "--audit-log", str(audit),
+        *files.serve_args(), "--audit-log", str(audit),
     ]  # fmt: skip
     log = work / "serve.log"
     proc, url = start_serve(args, log)
-    tokens = {p: _token(key, p.removeprefix("User:")) for p in ("User:alice", "User:bob")}
+    tokens = {p: token(key, p.removeprefix("User:")) for p in ("User:alice", "User:bob")}
     gw = Gateway(url.replace("http://", "https://"), pki.ca, clients, tokens, api_key, audit, key)
     try:
         _wait_ready(gw, proc, log)
@@ -230,22 +212,22 @@ def test_token_attacks_over_the_wire(gateway: Gateway) -> None:
     forged_hs256 = _hs256(public_pem, {"iss": ISSUER, "aud": AUDIENCE, "sub": "alice",
                                        "exp": now + 600})  # fmt: skip
     attacks = {
-        "expired": _token(key, "alice", exp=now - 3600, iat=now - 7200),
-        "not yet valid": _token(key, "alice", nbf=now + 3600),
-        "wrong issuer": _token(key, "alice", iss="https://evil.test"),
-        "wrong audience": _token(key, "alice", aud="another"),
-        "other key": _token(other, "alice"),
+        "expired": token(key, "alice", exp=now - 3600, iat=now - 7200),
+        "not yet valid": token(key, "alice", nbf=now + 3600),
+        "wrong issuer": token(key, "alice", iss="https://evil.test"),
+        "wrong audience": token(key, "alice", aud="another"),
+        "other key": token(other, "alice"),
         "hs256 with the public key": forged_hs256,
         "garbage": "not.a.jwt",
     }
     context = ssl.create_default_context(cafile=str(gateway.ca))
     with httpx.Client(base_url=gateway.url, verify=context) as client:
-        for what, token in attacks.items():
+        for what, presented in attacks.items():
             r = client.get("/v1/topics/orders/partitions/0/records?offset=0",
-                           headers={"Authorization": f"Bearer {token}"})  # fmt: skip
+                           headers={"Authorization": f"Bearer {presented}"})  # fmt: skip
             assert r.status_code == 401, (what, r.text)
             assert r.json()["error_code"] == "authentication_failed"
-            assert token not in r.text
+            assert presented not in r.text
             assert r.headers["www-authenticate"].startswith("Bearer")
         bad_key = client.get("/v1/topics", headers={"X-API-Key": "tgk_" + "A" * 43})
         assert bad_key.status_code == 401

@@ -9,26 +9,23 @@ Principals: ``User:alice`` (a JWT) may read the topics whose names start with ``
 from __future__ import annotations
 
 import asyncio
-import json
 import struct
-import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-import jwt
 from cryptography.hazmat.primitives.asymmetric import ec
 
 from gateway.config import settings_for
 from gateway.listener.server import KafkaListener
 from gateway.security.access import Access, access_for
-from gateway.security.apikeys import new_key
 from tests.fakes.service import FakeService
+from tests.fixtures.secured import AUDIENCE, ISSUER, write_security_files
+from tests.fixtures.secured import token as signed
 from tests.unit.listener.support import context, request
 
-ISSUER, AUDIENCE, KID = "https://idp.test", "tiered-gateway", "k1"
 ACL = """\
 Current ACLs for resource `ResourcePattern(resourceType=TOPIC, name=t, patternType=PREFIXED)`:
  \t(principal=User:alice, host=*, operation=READ, permissionType=ALLOW)
@@ -42,9 +39,7 @@ OTHER_KEY = ec.generate_private_key(ec.SECP256R1())
 
 
 def token(sub: str, *, key: ec.EllipticCurvePrivateKey = SIGNING_KEY, **claims: Any) -> str:
-    now = int(time.time())
-    body = {"iss": ISSUER, "aud": AUDIENCE, "sub": sub, "iat": now, "exp": now + 600, **claims}
-    return jwt.encode(body, key, algorithm="ES256", headers={"kid": KID})
+    return signed(key, sub, **claims)
 
 
 @dataclass(frozen=True)
@@ -56,23 +51,18 @@ class Secured:
 
 async def secured(folder: Path) -> Secured:
     """The files under ``folder`` and the started :class:`Access` they describe."""
-    public = json.loads(jwt.algorithms.ECAlgorithm.to_jwk(SIGNING_KEY.public_key()))
-    jwks = {"keys": [{**public, "kid": KID, "use": "sig", "alg": "ES256"}]}
-    (folder / "jwks.json").write_text(json.dumps(jwks))
-    api_key, line = new_key()
-    (folder / "api-keys").write_text(f"User:ci {line}\n")
-    (folder / "acl").write_text(ACL)
+    files = write_security_files(folder, ACL, SIGNING_KEY)
     args: dict[str, Any] = {
         "jwt_issuer": ISSUER,
         "jwt_audience": AUDIENCE,
-        "jwt_jwks_file": folder / "jwks.json",
+        "jwt_jwks_file": files.jwks_file,
         "jwt_algorithms": ["ES256"],
-        "api_keys_file": folder / "api-keys",
-        "acl_file": folder / "acl",
+        "api_keys_file": files.api_keys_file,
+        "acl_file": files.acl_file,
     }
     access = access_for(settings_for(store="file:///", workers=1, **args))
     await access.start()
-    return Secured(access, api_key, args)
+    return Secured(access, files.api_keys["ci"], args)
 
 
 @asynccontextmanager
