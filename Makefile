@@ -48,10 +48,11 @@ $(CHROMIUM):
 # CI's command (.ci/run): every static check, then the whole suite but the slow tests (the
 # deploy check among them: tests/integration/test_deploy.py), its files on four workers (most
 # of its time is spent waiting on servers, JVMs and subprocesses: four workers on two cores took
-# 16 min where one took 26; the longest modules are started first, tests/conftest.py).
+# 16 min where one took 26; the longest modules are started first, tests/conftest.py). The 30
+# slowest test phases are listed at the end of the log (--durations).
 TEST_WORKERS ?= 4
 test: lint $(DEPLOY_VENV)/.installed $(CHROMIUM)
-	$(BIN)/pytest -n $(TEST_WORKERS) --dist loadfile
+	$(BIN)/pytest -n $(TEST_WORKERS) --dist loadfile --durations=30
 
 # Issue 28: every surface against what a real Kafka broker and the real Aiven plugin wrote and
 # read (tests/fixtures/real_kafka): a PASS/FAIL line per check, a table, `N checks, M
