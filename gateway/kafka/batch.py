@@ -205,10 +205,11 @@ class RecordBatch:
         codec = self.codec
         if codec is Codec.NONE:
             data = self.view[HEADER_SIZE:]
-            decoded = fast.decode(self.view)
+            decoded = fast.decode(self.view, self.records_count, self.base_offset)
         else:
             data = memoryview(decompress(codec, self.payload(), max_decompressed))
-            decoded = fast.decode_decompressed(self.view[:HEADER_SIZE], data)
+            header = self.view[:HEADER_SIZE]
+            decoded = fast.decode_decompressed(header, data, self.records_count, self.base_offset)
         if decoded is not None:
             return decoded
         try:

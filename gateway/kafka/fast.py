@@ -17,7 +17,6 @@ Without the extension (an unusual platform), or with the compiled loops off
 
 from __future__ import annotations
 
-import struct
 from collections.abc import Sequence
 from typing import Any, Final
 
@@ -35,10 +34,7 @@ except ImportError:  # pragma: no cover - platforms without the compiled extensi
 
 _ATTRIBUTES_LOW_BYTE: Final = 22
 _CODEC_CLEAR: Final = 0xF8
-_COUNT_AT: Final = 57
 _RECORDS_AT: Final = 61  # the v2 batch header's size
-_HEAD: Final = struct.Struct(">q")
-_COUNT: Final = struct.Struct(">i")
 
 AVAILABLE = _CBatch is not None
 
@@ -53,8 +49,11 @@ def use_compiled(enabled: bool) -> None:
     _Policy.compiled = enabled
 
 
-def decode(batch: memoryview | bytearray) -> Sequence[RecordLike] | None:
-    """Records of a whole uncompressed batch, or None to use the reference decoder."""
+def decode(
+    batch: memoryview | bytearray, count: int, base_offset: int
+) -> Sequence[RecordLike] | None:
+    """Records of a whole uncompressed batch (its header already read: ``count`` records
+    declared from ``base_offset``), or None to use the reference decoder."""
     if _CBatch is None or not _Policy.compiled:
         return None
     from gateway.kafka.loop import plain  # noqa: PLC0415 - numba loads only when used
@@ -62,8 +61,6 @@ def decode(batch: memoryview | bytearray) -> Sequence[RecordLike] | None:
     data = np.frombuffer(batch, np.uint8)
     if data.shape[0] < _RECORDS_AT:
         return None
-    (count,) = _COUNT.unpack_from(batch, _COUNT_AT)
-    (base_offset,) = _HEAD.unpack_from(batch, 0)
     if not plain(data, _RECORDS_AT, data.shape[0], count, base_offset):
         return None
     try:
@@ -72,20 +69,22 @@ def decode(batch: memoryview | bytearray) -> Sequence[RecordLike] | None:
         return None
 
 
-def decode_decompressed(header: memoryview, records: memoryview) -> Sequence[RecordLike] | None:
+def decode_decompressed(
+    header: memoryview, records: memoryview, count: int, base_offset: int
+) -> Sequence[RecordLike] | None:
     """Records of a compressed batch given its header and its decompressed records blob."""
     if _CBatch is None or not _Policy.compiled:
         return None
     synthetic = bytearray(header)
     synthetic[_ATTRIBUTES_LOW_BYTE] &= _CODEC_CLEAR
     synthetic += records
-    return decode(synthetic)
+    return decode(synthetic, count, base_offset)
 
 
 def warm_up(batch: bytes) -> None:
     """Compile (or load from numba's cache) the checks for both forms :func:`decode` is given,
     the read-only bytes of a stored batch and a writable one built after decompression, on a
-    plain uncompressed ``batch``."""
+    plain uncompressed ``batch`` of one record at offset 0."""
     for form in (memoryview(batch), bytearray(batch)):
-        if AVAILABLE and _Policy.compiled and decode(form) is None:
+        if AVAILABLE and _Policy.compiled and decode(form, 1, 0) is None:
             raise AssertionError("the compiled checks refused a plain batch")
