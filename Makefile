@@ -52,7 +52,7 @@ $(CHROMIUM):
 # slowest test phases are listed at the end of the log (--durations).
 TEST_WORKERS ?= 4
 test: lint $(DEPLOY_VENV)/.installed $(CHROMIUM)
-	$(BIN)/pytest -n $(TEST_WORKERS) --dist loadfile --durations=30
+	$(BIN)/pytest -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder --durations=30
 
 # Issue 28: every surface against what a real Kafka broker and the real Aiven plugin wrote and
 # read (tests/fixtures/real_kafka): a PASS/FAIL line per check, a table, `N checks, M
