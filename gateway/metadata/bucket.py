@@ -11,7 +11,6 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 from gateway.metadata.follow import FollowConfig, FollowStatus, catch_up
-from gateway.metadata.follow_kafka import connect
 from gateway.metadata.lineage import checkpoint_reader
 from gateway.metadata.manager import RemoteLogMetadataManager
 from gateway.metadata.manifests import ScanReport, UnreadableSegment
@@ -112,6 +111,9 @@ async def follow_topic(
     """Read ``config``'s metadata topic into ``rlmm`` up to the end offsets seen at start
     (:func:`~gateway.metadata.follow.catch_up`); then, with a store ``url``, record each
     partition's newest leader-epoch checkpoint (the log start it reveals). No listing."""
+    # kafka-python loads only when a metadata topic is followed (not for a Spark job's scan)
+    from gateway.metadata.follow_kafka import connect  # noqa: PLC0415
+
     status = await asyncio.to_thread(catch_up, rlmm, config, connect, timeout_s)
     if url is None:
         return status

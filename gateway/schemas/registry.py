@@ -24,12 +24,13 @@ import ssl
 from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
-from typing import Any, Final, Protocol
+from typing import TYPE_CHECKING, Any, Final, Protocol
 from urllib.parse import quote
 
-import httpx
-
 from gateway.errors import SchemaRegistryError, SchemaRegistryUnavailableError
+
+if TYPE_CHECKING:  # loaded when a registry is used, not by every reader of this module
+    import httpx
 
 NOT_FOUND_CODES: Final = frozenset({40401, 40402, 40403})  # subject, version, schema not found
 
@@ -106,6 +107,9 @@ class RegistryClient:
     """A Confluent-compatible registry over one pooled HTTP client."""
 
     def __init__(self, options: RegistryOptions, transport: httpx.AsyncBaseTransport | None = None):
+        import httpx  # noqa: PLC0415
+
+        self._http_error = httpx.HTTPError
         headers = {"Accept": "application/vnd.schemaregistry.v1+json, application/json"}
         if options.bearer_token:
             headers["Authorization"] = f"Bearer {options.bearer_token}"
@@ -131,7 +135,7 @@ class RegistryClient:
         where = f"schema registry {self.url}{path}"
         try:
             response = await self._client.get(path, params=params)
-        except httpx.HTTPError as exc:
+        except self._http_error as exc:
             raise SchemaRegistryUnavailableError(f"{where}: {type(exc).__name__}") from exc
         try:
             body = response.json()

@@ -5,16 +5,18 @@ Everything is decided from structured data, never message text: the S3 error ``<
 botocore's parsed ``ClientError`` or from the XML error body aiohttp or httpx hands us), the HTTP
 status when there is no code, and the exception *type* for transport faults (connection reset,
 timeouts, a body shorter than its ``Content-Length``), which are all retriable.
+
+No client library is imported here: an exception of botocore, aiohttp or httpx can only reach
+:func:`translate` from a library that is loaded, so the types are looked up among the loaded
+modules when an error is translated (a process that reads a file:// bucket, a Spark worker among
+them, never pays for loading the three).
 """
 
 from __future__ import annotations
 
 import re
+import sys
 from typing import Final
-
-import aiohttp
-import botocore.exceptions
-import httpx
 
 from gateway.errors import (
     ConfigurationError,
@@ -51,24 +53,36 @@ TRANSIENT: Final = frozenset(
         "RequestLimitExceeded",
     }
 )
-_TRANSIENT_EXCEPTIONS: Final = (
-    botocore.exceptions.EndpointConnectionError,
-    botocore.exceptions.ConnectionClosedError,
-    botocore.exceptions.ReadTimeoutError,
-    botocore.exceptions.ConnectTimeoutError,
-    botocore.exceptions.ResponseStreamingError,
-    botocore.exceptions.IncompleteReadError,
-    aiohttp.ClientPayloadError,
-    aiohttp.ClientConnectionError,
-    httpx.TimeoutException,  # connect, read, write and pool timeouts
-    httpx.NetworkError,  # connect refused, reset while reading or writing
-    httpx.RemoteProtocolError,  # peer closed before the whole body (shorter than Content-Length)
-    ConnectionResetError,
-)
-_CREDENTIAL_SETUP: Final = (
-    botocore.exceptions.ProfileNotFound,
-    botocore.exceptions.PartialCredentialsError,
-)
+_TRANSIENT_BY_MODULE: Final = {
+    "botocore.exceptions": (
+        "EndpointConnectionError",
+        "ConnectionClosedError",
+        "ReadTimeoutError",
+        "ConnectTimeoutError",
+        "ResponseStreamingError",
+        "IncompleteReadError",
+    ),
+    "aiohttp": ("ClientPayloadError", "ClientConnectionError"),
+    # connect, read, write and pool timeouts; connect refused, reset while reading or writing;
+    # the peer closed before the whole body (shorter than Content-Length)
+    "httpx": ("TimeoutException", "NetworkError", "RemoteProtocolError"),
+}
+_CREDENTIAL_SETUP: Final = ("ProfileNotFound", "PartialCredentialsError")
+
+
+def _loaded(module: str, names: tuple[str, ...]) -> tuple[type[BaseException], ...]:
+    """The exception types ``names`` of ``module`` if it is loaded, else none."""
+    found = sys.modules.get(module)
+    return tuple(getattr(found, name) for name in names) if found is not None else ()
+
+
+def _transient() -> tuple[type[BaseException], ...]:
+    kinds: tuple[type[BaseException], ...] = (ConnectionResetError,)
+    for module, names in _TRANSIENT_BY_MODULE.items():
+        kinds += _loaded(module, names)
+    return kinds
+
+
 # S3 error bodies are small ``<Error><Code>…</Code>…</Error>`` documents; only this much is read.
 MAX_ERROR_BODY: Final = 64 * 1024
 _CODE: Final = re.compile(rb"<Code>\s*([A-Za-z0-9_.\-]{1,128})\s*</Code>")
@@ -110,15 +124,17 @@ NO_CREDENTIALS: Final = (
 def translate(exc: Exception, what: str, *, endpoint: str | None = None) -> GatewayError:
     """A botocore, aiohttp or httpx exception to a domain error. ``endpoint`` is named when
     the request did not reach S3 (connection refused, timeouts, resets)."""
-    if isinstance(exc, botocore.exceptions.ClientError):
+    botocore = sys.modules.get("botocore.exceptions")
+    if botocore is not None and isinstance(exc, botocore.ClientError):
         code = str(exc.response.get("Error", {}).get("Code", ""))
         status = exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode")
         return translate_code(code, status if isinstance(status, int) else None, what)
-    if isinstance(exc, botocore.exceptions.NoCredentialsError):
+    if botocore is not None and isinstance(exc, botocore.NoCredentialsError):
         return ConfigurationError(f"{what}: {NO_CREDENTIALS}")
-    if isinstance(exc, _CREDENTIAL_SETUP):  # a named profile that is not there, half a key pair
+    # a named profile that is not there, half a key pair
+    if isinstance(exc, _loaded("botocore.exceptions", _CREDENTIAL_SETUP)):
         return ConfigurationError(f"{what}: {exc}")
     at = f" at endpoint {endpoint}" if endpoint else ""
-    if isinstance(exc, _TRANSIENT_EXCEPTIONS):
+    if isinstance(exc, _transient()):
         return StorageUnavailableError(f"{what}: {type(exc).__name__}{at}")
     return StorageError(f"{what}: {type(exc).__name__}{at}")

@@ -17,10 +17,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol, TypeVar
 
-import boto3
-import botocore.exceptions
-from botocore.config import Config
-
 from gateway.errors import ConfigurationError, StorageUnavailableError
 from gateway.storage.base import ObjectInfo
 from gateway.storage.filesystem import key_path, list_keys
@@ -129,6 +125,9 @@ class SyncS3Store:
         path_style: bool = False,
         timeout_s: float = 30.0,
     ) -> None:
+        import boto3  # noqa: PLC0415  (loaded for an s3:// store only)
+        from botocore.config import Config  # noqa: PLC0415
+
         self._bucket = bucket
         config = Config(
             connect_timeout=min(timeout_s, 10.0),
@@ -160,7 +159,7 @@ class SyncS3Store:
         def fetch() -> bytes:
             try:
                 resp = self._client.get_object(Bucket=self._bucket, **kwargs)
-            except botocore.exceptions.ClientError as exc:
+            except self._client.exceptions.ClientError as exc:
                 if "Range" in kwargs and exc.response.get("Error", {}).get("Code") == (
                     "InvalidRange"
                 ):

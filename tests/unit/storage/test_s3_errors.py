@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
+
 import aiohttp
 import botocore.exceptions
+import httpx
 import pytest
 
 from gateway.errors import (
@@ -59,7 +63,12 @@ def test_message_text_is_not_used() -> None:
     [
         botocore.exceptions.EndpointConnectionError(endpoint_url="http://x"),
         botocore.exceptions.ReadTimeoutError(endpoint_url="http://x"),
+        botocore.exceptions.IncompleteReadError(actual_bytes=1, expected_bytes=2),
         aiohttp.ClientPayloadError("short body"),
+        aiohttp.ServerDisconnectedError(),
+        httpx.ReadTimeout("slow"),
+        httpx.ConnectError("refused"),
+        httpx.RemoteProtocolError("closed early"),
         ConnectionResetError(),
     ],
 )
@@ -70,3 +79,28 @@ def test_transport_faults_are_retriable(exc: Exception) -> None:
 
 def test_missing_credentials_is_configuration() -> None:
     assert isinstance(translate(botocore.exceptions.NoCredentialsError(), "op"), ConfigurationError)
+
+
+def test_a_profile_missing_or_half_a_key_pair_is_configuration() -> None:
+    for exc in (
+        botocore.exceptions.ProfileNotFound(profile="nope"),
+        botocore.exceptions.PartialCredentialsError(provider="env", cred_var="secret"),
+    ):
+        assert isinstance(translate(exc, "op"), ConfigurationError)
+
+
+def test_other_faults_are_storage_errors_not_retried() -> None:
+    err = translate(ValueError("a bug"), "op")
+    assert type(err) is StorageError and not err.retriable
+
+
+def test_a_spark_worker_loads_no_s3_http_or_kafka_client() -> None:
+    """The error table looks the client libraries' types up among the loaded modules: what a
+    Spark worker imports to read a file:// bucket loads none of boto3, aiohttp, httpx or
+    kafka-python (each costs its import in every worker process)."""
+    code = (
+        "import sys, gateway.spark.source, gateway.storage.sync, gateway.metadata.bucket; "
+        "print(sorted({'boto3', 'botocore', 'aiohttp', 'httpx', 'kafka'} & set(sys.modules)))"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == "[]", done.stdout
