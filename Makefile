@@ -48,8 +48,10 @@ $(CHROMIUM):
 # CI's command (.ci/run): every static check, then the whole suite but the slow tests (the
 # deploy check among them: tests/integration/test_deploy.py), its files on four workers (most
 # of its time is spent waiting on servers, JVMs and subprocesses: four workers on two cores took
-# 16 min where one took 26; the longest modules are started first, tests/conftest.py). The 30
-# slowest test phases are listed at the end of the log (--durations).
+# 16 min where one took 26; the longest modules are started first, tests/conftest.py, and
+# --no-loadscope-reorder keeps xdist from putting the files with most tests first instead, which
+# left the 8-minute real-Kafka module to start at minute 6). The 30 slowest test phases are listed
+# at the end of the log (--durations).
 TEST_WORKERS ?= 4
 test: lint $(DEPLOY_VENV)/.installed $(CHROMIUM)
 	$(BIN)/pytest -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder --durations=30
