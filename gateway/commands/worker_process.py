@@ -3,8 +3,11 @@ supervisor hands it (:class:`WorkerSpec`), how it is forked (:func:`fork_worker`
 :class:`Forked` handle the supervisor polls), and what it runs: a whole gateway on the
 inherited socket, with its budgets (:func:`~gateway.commands.worker_budgets.worker_settings`),
 its ``X-Served-By`` header, and the Kafka listener on the inherited Kafka sockets. A worker
-other than 0, or a replacement, takes connections only once its first bucket scan is done; a
-worker whose supervisor is gone stops."""
+other than 0, or a replacement, takes connections only once its first bucket scan is done, and
+at the server's start also only once worker 0's is (:attr:`WorkerSpec.gate_fd`): worker 0 takes
+connections while it loads, to say in ``/readyz`` why the server is not ready, so a sibling that
+answered ``/readyz`` 200 before it would send a client that trusted it to a worker answering
+503 ``not_ready``. A worker whose supervisor is gone stops."""
 
 from __future__ import annotations
 
@@ -67,6 +70,10 @@ class WorkerSpec:
     """The Kafka listener's sockets (``--kafka-listener``), bound by the supervisor."""
     arena: SharedRunArena | None = None
     """The verified runs every worker shares (mapped by the supervisor)."""
+    gate_fd: int | None = None
+    """At the server's start, with several workers: worker 0 holds the write end of a pipe and
+    closes it once its first bucket scan is done; the other workers hold the read end and take
+    connections only once it reads end-of-file (worker 0 ready, or gone)."""
 
 
 def served_by(app: Any, value: str) -> ASGIApp:
@@ -112,20 +119,37 @@ def _run_worker(spec: WorkerSpec) -> int:
         if server is not None:
             server.should_exit = True
 
+    def exiting() -> bool:
+        return server is not None and server.should_exit
+
+    async def open_gate_when_ready(service: Service, fd: int) -> None:  # worker 0
+        try:
+            while not service.readiness().ready and not exiting():
+                await asyncio.sleep(READY_POLL_S)
+        finally:
+            os.close(fd)
+
     @contextlib.asynccontextmanager
     async def opened(s: Settings) -> AsyncIterator[Service]:
         watch = asyncio.create_task(exit_when_orphaned(), name="orphan-watch")
+        gate: asyncio.Task[None] | None = None
         try:
             async with open_service(s) as service:
                 if share.index > 0 or spec.restarted:  # once loaded (worker 0 says why not)
-                    while not service.readiness().ready and not (server and server.should_exit):
+                    while not (service.readiness().ready and gate_open(spec.gate_fd)):
+                        if exiting():
+                            break
                         await asyncio.sleep(READY_POLL_S)
+                elif spec.gate_fd is not None:
+                    gate = asyncio.create_task(open_gate_when_ready(service, spec.gate_fd))
                 with contextlib.suppress(OSError):
                     os.write(spec.started_fd, b"s")
                     os.close(spec.started_fd)
                 yield service
         finally:
             watch.cancel()
+            if gate is not None:
+                gate.cancel()
 
     from gateway.commands.server import DrainingServer, uvicorn_config  # noqa: PLC0415
 
@@ -141,6 +165,16 @@ def _run_worker(spec: WorkerSpec) -> int:
     server = DrainingServer(config, drain)
     server.run(sockets=[sock])
     return 0 if server.started else WORKER_NOT_STARTED
+
+
+def gate_open(fd: int | None) -> bool:
+    """Whether the gate read end ``fd`` (non-blocking) is at end-of-file; no gate: open."""
+    if fd is None:
+        return True
+    try:
+        return os.read(fd, 1) == b""
+    except BlockingIOError:
+        return False
 
 
 def kafka_companion(fds: tuple[int, ...]) -> Companion | None:

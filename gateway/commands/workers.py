@@ -121,17 +121,25 @@ class Supervisor:
         self._served: set[int] = set()  # indexes whose worker served at least once
         self._backoff: dict[int, float] = {}  # seconds before the next start of an index
         self._signals = 0
+        # worker 0's first scan gates its siblings at the start (WorkerSpec.gate_fd): the
+        # ends, each closed here once the workers that hold it are forked
+        self._gate: dict[str, int] = {}
+        if settings.workers > 1:
+            self._gate["read"], self._gate["write"] = os.pipe()
+            os.set_blocking(self._gate["read"], False)
 
-    def _start(self, index: int) -> None:
+    def _start(self, index: int, gate_fd: int | None = None) -> None:
         share = DiskShare(index, self._settings.workers, self._since)
         read_end, write_end = os.pipe()
         os.set_blocking(read_end, False)
         spec = WorkerSpec(
             self._settings, share, self._sock.fileno(), write_end, os.getpid(),
             restarted=index in self._served, kafka_fds=self._kafka_fds, arena=self._arena,
+            gate_fd=gate_fd,
         )  # fmt: skip
+        gate = [fd for fd in self._gate.values() if fd != gate_fd]
         try:
-            proc = fork_worker(spec, close=[read_end, *self._started_pipes.values()])
+            proc = fork_worker(spec, close=[read_end, *self._started_pipes.values(), *gate])
         finally:
             os.close(write_end)
         self._procs[index] = proc
@@ -139,6 +147,11 @@ class Supervisor:
         self._started_pipes[index] = read_end
         self._serving.discard(index)
         log.info("worker %d starting (pid %d)", index, proc.pid)
+
+    def _close_gate(self, end: str) -> None:
+        fd = self._gate.pop(end, None)
+        if fd is not None:
+            os.close(fd)
 
     def _has_started(self, index: int) -> bool:
         """Whether worker ``index`` said it serves (its pipe is closed from then on)."""
@@ -163,8 +176,12 @@ class Supervisor:
     def run(self) -> int:
         for sig in (signal.SIGTERM, signal.SIGINT):
             signal.signal(sig, self._on_signal)
-        for index in range(self._settings.workers):
-            self._start(index)
+        # worker 0 gets the gate's write end, the others its read end; replacements neither
+        self._start(0, self._gate.get("write"))
+        self._close_gate("write")
+        for index in range(1, self._settings.workers):
+            self._start(index, self._gate.get("read"))
+        self._close_gate("read")
         status = 0
         while not self._signals and status == 0:
             time.sleep(POLL_S)

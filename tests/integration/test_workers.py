@@ -4,6 +4,7 @@ worker that dies is started again; SIGTERM stops every process."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import signal
@@ -212,3 +213,40 @@ def test_a_worker_serves_the_runs_its_sibling_verified(demo: DemoBucket, tmp_pat
     )
     assert grew(counters[b], "shared_runs_misses_total") == 0, (b_before, b_after)
     assert grew(counters[b], "chunk_cache_misses_total") <= 1, (b_before, b_after)
+
+
+def test_no_sibling_answers_before_worker_0_is_ready(demo: DemoBucket, tmp_path: Path) -> None:
+    """Worker 0 takes connections while it loads (its ``/readyz`` says why not); a sibling that
+    took them as soon as its own scan was done would answer ``/readyz`` 200 and send the next
+    request to worker 0's 503 ``not_ready``. Worker 0 is stopped before its first scan: its
+    sibling scans, and serves only after worker 0's scan (shown to fail without the gate: the
+    sibling served while worker 0 was stopped, and the CI run of this change met the 503)."""
+    log = tmp_path / "serve.log"
+    proc, url = start_serve([*demo.serve_args, "--workers", "2"], log, log_level="info")
+    try:
+        found: list[int] = []
+
+        def worker_0_started() -> bool:
+            found.extend(
+                int(m) for m in re.findall(r"worker 0 starting \(pid (\d+)\)", log.read_text())
+            )
+            return bool(found)
+
+        _wait_for(worker_0_started, "worker 0 forked")
+        os.kill(found[0], signal.SIGSTOP)
+        if "bucket scan:" in log.read_text():
+            os.kill(found[0], signal.SIGCONT)
+            pytest.skip("worker 0 scanned before it could be stopped: nothing to show")
+        _wait_for(lambda: "bucket scan:" in log.read_text(), "worker 1's scan")
+        with contextlib.suppress(AssertionError):  # the gate holds it: it never serves
+            _wait_for(lambda: "worker 1 (pid" in log.read_text(), "worker 1 serving", 2)
+        os.kill(found[0], signal.SIGCONT)
+        wait_ready(url, proc, log)
+        _wait_for(lambda: log.read_text().count(") serves") == 2, "two workers serving")
+        answers = [_fresh_get(url, "/v1/topics").status_code for _ in range(20)]
+    finally:
+        stop(proc)
+    text = log.read_text()
+    second_scan = text.index("bucket scan:", text.index("bucket scan:") + 1)
+    assert text.index("worker 1 (pid") > second_scan, text
+    assert answers == [200] * 20, answers
