@@ -245,6 +245,9 @@ def test_no_sibling_answers_before_worker_0_is_ready(demo: DemoBucket, tmp_path:
         _wait_for(lambda: log.read_text().count(") serves") == 2, "two workers serving")
         answers = [_fresh_get(url, "/v1/topics").status_code for _ in range(20)]
     finally:
+        if found:  # never left stopped, whatever failed
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(found[0], signal.SIGCONT)
         stop(proc)
     text = log.read_text()
     second_scan = text.index("bucket scan:", text.index("bucket scan:") + 1)
