@@ -122,10 +122,14 @@ def _run_worker(spec: WorkerSpec) -> int:
     def exiting() -> bool:
         return server is not None and server.should_exit
 
+    async def until_ready(service: Service, gate_fd: int | None = None) -> None:
+        """Until the service's first scan is done (and the gate, if any, is open), or exit."""
+        while not (service.readiness().ready and gate_open(gate_fd)) and not exiting():
+            await asyncio.sleep(READY_POLL_S)
+
     async def open_gate_when_ready(service: Service, fd: int) -> None:  # worker 0
         try:
-            while not service.readiness().ready and not exiting():
-                await asyncio.sleep(READY_POLL_S)
+            await until_ready(service)
         finally:
             os.close(fd)
 
@@ -136,10 +140,7 @@ def _run_worker(spec: WorkerSpec) -> int:
         try:
             async with open_service(s) as service:
                 if share.index > 0 or spec.restarted:  # once loaded (worker 0 says why not)
-                    while not (service.readiness().ready and gate_open(spec.gate_fd)):
-                        if exiting():
-                            break
-                        await asyncio.sleep(READY_POLL_S)
+                    await until_ready(service, spec.gate_fd)
                 elif spec.gate_fd is not None:
                     gate = asyncio.create_task(open_gate_when_ready(service, spec.gate_fd))
                 with contextlib.suppress(OSError):

@@ -227,9 +227,7 @@ def test_no_sibling_answers_before_worker_0_is_ready(demo: DemoBucket, tmp_path:
         found: list[int] = []
 
         def worker_0_started() -> bool:
-            found.extend(
-                int(m) for m in re.findall(r"worker 0 starting \(pid (\d+)\)", log.read_text())
-            )
+            found[:] = map(int, re.findall(r"worker 0 starting \(pid (\d+)\)", log.read_text()))
             return bool(found)
 
         _wait_for(worker_0_started, "worker 0 forked")
