@@ -20,8 +20,8 @@ import os
 import sys
 from collections.abc import Iterator, Mapping
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import pyarrow as pa
 from pyspark.sql import SparkSession
 from pyspark.sql.datasource import (
     DataSource,
@@ -29,7 +29,6 @@ from pyspark.sql.datasource import (
     DataSourceStreamReader,
     InputPartition,
 )
-from pyspark.sql.pandas.types import from_arrow_type
 from pyspark.sql.streaming.datasource import (
     ReadAllAvailable,
     ReadLimit,
@@ -50,18 +49,24 @@ from pyspark.sql.types import (
 
 from gateway.errors import ConfigurationError
 from gateway.spark import FORMAT_NAME
-from gateway.spark.columns import arrow_schema
 from gateway.spark.driver import ReadPlan, build_plan
 from gateway.spark.options import parse_options
 from gateway.spark.plan import Split
-from gateway.spark.read import read_split
 from gateway.spark.read_options import ReadOptions, StreamLimits
 from gateway.spark.segments import ReadContext
 from gateway.spark.ship import ship_package
 from gateway.spark.stream import StreamPlanner
-from gateway.spark.typed import TypedSide, for_spark, typed_arrow_schema, typed_batch
-from gateway.spark.typed_plan import typed_sides
 from gateway.spark.typed_request import SideRequest, TypedRequest
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+
+    from gateway.spark.typed import TypedSide
+
+# Spark runs each planning step (the schema, the plan, a stream's offsets) in a Python worker of
+# its own, forked and importing this module anew: what only reading a split or typing a column
+# needs (Arrow, the compiled record loops, the schema decoders: about a second of imports) is
+# imported where it is used, not here.
 
 
 def spark_schema(include_headers: bool) -> StructType:
@@ -95,6 +100,9 @@ def typed_options(options: Mapping[str, str], topic: str) -> tuple[TypedSide, ..
     ``keySubject``, ``valueSubject``, ``keyMessage``, ``valueMessage``, ``schemaRegistryUrl``
     or ``schemaDir``; credentials from the ``TIERED_GATEWAY_SCHEMA_REGISTRY_*`` variables),
     resolved on the driver (:mod:`gateway.spark.typed`)."""
+    from gateway.spark.typed import for_spark  # noqa: PLC0415
+    from gateway.spark.typed_plan import typed_sides  # noqa: PLC0415
+
     o = {k.lower(): v for k, v in options.items()}
     schema_dir = o.get("schemadir")
     request = TypedRequest(
@@ -114,6 +122,11 @@ def typed_schema(include_headers: bool, typed: tuple[TypedSide, ...]) -> StructT
     schema = spark_schema(include_headers)
     if not typed:
         return schema
+    from pyspark.sql.pandas.types import from_arrow_type  # noqa: PLC0415
+
+    from gateway.spark.columns import arrow_schema  # noqa: PLC0415
+    from gateway.spark.typed import typed_arrow_schema  # noqa: PLC0415
+
     arrow = typed_arrow_schema(arrow_schema(include_headers), typed)
     ours = {t.side for t in typed} | {f"{t.side}_schema_id" for t in typed}
     return StructType(
@@ -124,10 +137,18 @@ def typed_schema(include_headers: bool, typed: tuple[TypedSide, ...]) -> StructT
     )
 
 
-def _typed(
-    batches: Iterator[pa.RecordBatch], typed: tuple[TypedSide, ...]
+def _read(
+    split: Split, context: ReadContext, typed: tuple[TypedSide, ...]
 ) -> Iterator[pa.RecordBatch]:
-    return batches if not typed else (typed_batch(b, typed) for b in batches)
+    """The split's Arrow batches, typed as ``typed`` asks."""
+    from gateway.spark.read import read_split  # noqa: PLC0415
+
+    batches = read_split(split, context)
+    if not typed:
+        return batches
+    from gateway.spark.typed import typed_batch  # noqa: PLC0415
+
+    return (typed_batch(b, typed) for b in batches)
 
 
 class TieredKafkaReader(DataSourceReader):
@@ -143,7 +164,7 @@ class TieredKafkaReader(DataSourceReader):
             return iter(())
         if not isinstance(split, Split):
             raise TypeError(f"not a tiered-kafka split: {split!r}")
-        return _typed(read_split(split, self.plan.context), self.typed)
+        return _read(split, self.plan.context, self.typed)
 
 
 class StreamSplit(InputPartition):
@@ -193,7 +214,7 @@ class TieredKafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNo
         split, context = partition.value
         if not isinstance(split, Split) or not isinstance(context, ReadContext):
             raise TypeError(f"not a tiered-kafka stream split: {partition.value!r}")
-        return _typed(read_split(split, context), self.typed)
+        return _read(split, context, self.typed)
 
     def commit(self, end: dict[str, object]) -> None:
         """Nothing to do: the offsets are in Spark's checkpoint, the source keeps no state."""
