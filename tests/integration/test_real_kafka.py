@@ -18,7 +18,7 @@ from tests.realkafka import decoders, dumps, schema_checks
 from tests.realkafka.bucket import FIXTURES, Bucket, private_key, serving, store_of
 from tests.realkafka.checks import http_checks, run
 from tests.realkafka.jars import CACHE, kafka_libs
-from tests.realkafka.java import JavaTools
+from tests.realkafka.java import JavaToolError, JavaTools
 from tests.realkafka.report import Report
 
 pytestmark = pytest.mark.timeout(1200)
@@ -61,6 +61,19 @@ def test_every_decoder_reads_damaged_batches_as_kafka_does() -> None:
     assert seen["padded", "ok"] and seen["padded", "error"] and seen["wide", "ok"], seen
     assert seen["attributes", "ok"] and seen["flip", "error"], seen
     assert report.column_answers > report.cases // 10, report.column_answers
+
+
+def test_the_oracle_server_fails_a_command_and_answers_the_next() -> None:
+    """KafkaOracle runs as one JVM per thread (``serve``): a failed command is a
+    :class:`JavaToolError` with its message, the same JVM answers the next one, and closing the
+    tools ends it."""
+    with JavaTools(kafka_libs(), CACHE / "classes") as java:
+        for _ in range(2):
+            with pytest.raises(JavaToolError, match="exited 2: consume takes"):
+                java.run("consume", "127.0.0.1:9")
+        (server,) = java._servers
+        assert server.alive
+    assert server.proc.wait(timeout=30) == 1  # its last command failed
 
 
 def test_the_checks_fail_on_a_wrong_bucket(tmp_path: Path) -> None:

@@ -23,7 +23,7 @@ import httpx
 
 from tests.realkafka import dumps, follow_scenarios, live, schema_checks, surfaces
 from tests.realkafka.bucket import FIXTURES, Bucket, private_key, serving, store_of
-from tests.realkafka.commands import catalog_checks, spark_checks
+from tests.realkafka.commands import SparkRun, catalog_checks, spark_checks
 from tests.realkafka.jars import CACHE, kafka_libs
 from tests.realkafka.java import JavaTools
 from tests.realkafka.offsets import listener_offsets_checks, max_timestamp_rule, offsets_checks
@@ -31,7 +31,9 @@ from tests.realkafka.oracle import ISOLATIONS, librdkafka_read, load_ndjson
 from tests.realkafka.report import Report
 
 
-def check_bucket(bucket: Bucket, java: JavaTools, report: Report, work: Path) -> None:
+def check_bucket(
+    bucket: Bucket, java: JavaTools, report: Report, work: Path, spark: SparkRun
+) -> None:
     dumps.prepare(bucket, java)
     if bucket.live:
         max_timestamp_rule(bucket, report)
@@ -45,7 +47,7 @@ def check_bucket(bucket: Bucket, java: JavaTools, report: Report, work: Path) ->
                 listener_checks(bucket, java, bootstrap, topic, partitions, report, work)
         if not bucket.live:
             catalog_checks(bucket, args, report, work)
-            spark_checks(bucket, args, report, work)
+            spark_checks(bucket, args, report, work, spark)
     dumps.checks(bucket, report)
 
 
@@ -136,7 +138,7 @@ def listener_checks(
     listener_offsets_checks(bucket, java, bootstrap, topic, partitions, report, work)
 
 
-def _check_one(folder: Path | None, java: JavaTools, work: Path) -> Report:
+def _check_one(folder: Path | None, java: JavaTools, work: Path, spark: SparkRun) -> Report:
     """One bucket's checks; ``folder`` None: the live broker's, made first."""
     report = Report(emit=lambda _line: None)
     try:
@@ -147,9 +149,11 @@ def _check_one(folder: Path | None, java: JavaTools, work: Path) -> Report:
             except Exception as e:
                 report.fail("live broker", f"{type(e).__name__}: {str(e)[:1500]}")
                 return report
-        check_bucket(Bucket(folder), java, report, work)
+        check_bucket(Bucket(folder), java, report, work, spark)
     except Exception as e:
         report.fail(f"{work.name} served", f"{type(e).__name__}: {str(e)[:500]}")
+    finally:
+        spark.leave(work.name, report)  # if it failed before its Spark checks
     return report
 
 
@@ -169,12 +173,15 @@ def run(emit: Any = print, only: tuple[str, ...] = ()) -> Report:
         return report
     jobs: list[Path | None] = [*folders, None]
     jobs = [j for j in jobs if not only or (j.name if j else "live") in only]
+    spark = SparkRun({j.name for j in jobs if j is not None})  # the live bucket has no Spark checks
     with (
+        java,
         tempfile.TemporaryDirectory(prefix="real-kafka-") as tmp,
         ThreadPoolExecutor(len(jobs) + 2) as pool,
     ):
         futures = [
-            pool.submit(_check_one, j, java, Path(tmp) / (j.name if j else "live")) for j in jobs
+            pool.submit(_check_one, j, java, Path(tmp) / (j.name if j else "live"), spark)
+            for j in jobs
         ]
         if not only or "follow" in only:  # issue 29: a broker that tiers, followed live
             futures.append(pool.submit(_check_follow, Path(tmp) / "follow"))

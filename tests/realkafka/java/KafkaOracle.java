@@ -9,6 +9,9 @@
  *   offsets  <bootstrap> <topic> <out.json> [timestamp...]
  *   rlmm     <bootstrap> <out.ndjson>
  *   produce  <bootstrap> <topic> <spec.json>          (prints {"sent": n} on stdout)
+ *   serve    one command a line on stdin (a JSON array of its arguments), each answered on
+ *            stdout by its output and then "KafkaOracle done <exit code> <message>"; the JVM's
+ *            start is paid once (tests/realkafka/java.py). Ends at the end of stdin.
  *
  * Output files are written to "<path>.tmp" and renamed into place only on success. Everything
  * else (client logging, progress) goes to stderr: System.out is redirected to stderr at start,
@@ -25,8 +28,10 @@ import com.fasterxml.jackson.databind.ObjectMapper;
 import com.fasterxml.jackson.databind.node.ArrayNode;
 import com.fasterxml.jackson.databind.node.ObjectNode;
 
+import java.io.BufferedReader;
 import java.io.BufferedWriter;
 import java.io.IOException;
+import java.io.InputStreamReader;
 import java.io.PrintStream;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
@@ -89,7 +94,9 @@ public class KafkaOracle {
 
     /** The real stdout; System.out is pointed at stderr so that client logging never lands here. */
     static PrintStream stdout;
-    static long deadlineNanos;
+    static volatile long deadlineNanos;
+    /** A server's deadline between commands. */
+    static final long IDLE_NANOS = TimeUnit.DAYS.toNanos(1);
 
     /** A failure with a message for the user (exit code 1). */
     static final class OracleException extends RuntimeException {
@@ -115,12 +122,17 @@ public class KafkaOracle {
         "  offsets <bootstrap> <topic> <out.json> [timestamp...]",
         "  rlmm    <bootstrap> <out.ndjson>",
         "  produce <bootstrap> <topic> <spec.json>",
+        "  serve   (commands as JSON arrays, one a line on stdin)",
         "overall timeout: -Doracle.timeout.s=N or ORACLE_TIMEOUT_S=N (default " + DEFAULT_TIMEOUT_S + ")");
 
     public static void main(String[] args) {
         stdout = System.out;
         System.setOut(System.err);
         long timeoutS = timeoutSeconds();
+        if (args.length == 1 && args[0].equals("serve")) {
+            serve(timeoutS);
+            return;
+        }
         deadlineNanos = System.nanoTime() + TimeUnit.SECONDS.toNanos(timeoutS);
         startWatchdog(timeoutS);
         int code;
@@ -140,6 +152,41 @@ public class KafkaOracle {
         System.err.flush();
         // halt: no client thread or logging shutdown hook can hold the exit up.
         Runtime.getRuntime().halt(code);
+    }
+
+    /** Commands from stdin until its end, each with the overall deadline of one run. */
+    static void serve(long timeoutS) {
+        deadlineNanos = System.nanoTime() + IDLE_NANOS;
+        startWatchdog(timeoutS);
+        int last = 0;
+        try (BufferedReader in = new BufferedReader(new InputStreamReader(System.in, StandardCharsets.UTF_8))) {
+            String line;
+            while ((line = in.readLine()) != null) {
+                int code;
+                String message = "";
+                try {
+                    String[] args = JSON.readValue(line, String[].class);
+                    deadlineNanos = System.nanoTime() + TimeUnit.SECONDS.toNanos(timeoutS);
+                    run(args);
+                    code = 0;
+                } catch (UsageException e) {
+                    code = 2;
+                    message = e.getMessage();
+                } catch (Throwable e) {
+                    code = 1;
+                    message = describe(e);
+                    e.printStackTrace(System.err);
+                }
+                deadlineNanos = System.nanoTime() + IDLE_NANOS;
+                System.err.flush();
+                stdout.println("KafkaOracle done " + code + " " + message.replace('\n', ' '));
+                stdout.flush();
+                last = code;
+            }
+        } catch (IOException e) {
+            last = 1;
+        }
+        Runtime.getRuntime().halt(last == 0 ? 0 : 1);
     }
 
     static void run(String[] args) throws Exception {
@@ -219,7 +266,8 @@ public class KafkaOracle {
             try {
                 long left;
                 while ((left = deadlineNanos - System.nanoTime()) > 0) {
-                    TimeUnit.NANOSECONDS.sleep(left);
+                    // a server moves the deadline with each command: look again every second
+                    TimeUnit.NANOSECONDS.sleep(Math.min(left, TimeUnit.SECONDS.toNanos(1)));
                 }
             } catch (InterruptedException e) {
                 return;
