@@ -50,11 +50,14 @@ $(CHROMIUM):
 # of its time is spent waiting on servers, JVMs and subprocesses: four workers on two cores took
 # 16 min where one took 26; the longest modules are started first, tests/conftest.py, and
 # --no-loadscope-reorder keeps xdist from putting the files with most tests first instead, which
-# left the 8-minute real-Kafka module to start at minute 6). The 30 slowest test phases are listed
-# at the end of the log (--durations).
+# left the longest module, real-Kafka, to start at minute 6). The 30 slowest test phases are listed
+# at the end of the log (--durations). Bytecode is written even where the environment says not to
+# (PYTHONDONTWRITEBYTECODE, set on the CI machines): the suite starts hundreds of Python processes
+# (serve, the commands, Spark's workers), each of which would compile the project's modules
+# again, and pytest would rewrite every test module's asserts again in each worker.
 TEST_WORKERS ?= 4
 test: lint $(DEPLOY_VENV)/.installed $(CHROMIUM)
-	$(BIN)/pytest -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder --durations=30
+	PYTHONDONTWRITEBYTECODE= $(BIN)/pytest -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder --durations=30
 
 # Issue 28: every surface against what a real Kafka broker and the real Aiven plugin wrote and
 # read (tests/fixtures/real_kafka): a PASS/FAIL line per check, a table, `N checks, M
