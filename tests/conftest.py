@@ -16,7 +16,7 @@ import sys
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Final
+from typing import Any, Final
 
 import boto3
 import pytest
@@ -42,8 +42,8 @@ _TESTS = Path(__file__).parent
 
 
 # The longest modules (minutes each, measured with --durations), started first: `make test`
-# runs the files on several workers (pytest-xdist, --dist loadfile), which take files in
-# collection order, so a long one started last would run alone at the end.
+# runs the files on several workers (pytest-xdist, --dist loadfile; see below for tests/spark),
+# which take them in collection order, so a long one started last would run alone at the end.
 LONGEST_FIRST: Final = (
     "integration/test_real_kafka.py",
     "spark/test_stream.py",
@@ -62,6 +62,47 @@ LONGEST_FIRST: Final = (
     "spark/test_s3.py",
     "integration/test_corruption_campaign.py",
 )
+
+
+# The modules under tests/spark run on two workers, not on each: each worker running one starts
+# a SparkSession of its own (a JVM, its JIT's warm-up and a Python daemon, ~25 CPU-s on this
+# machine), for a suite that is CPU-bound on 2 cores. Two groups of about equal length (measured
+# with --durations): the rest of tests/spark is in the second.
+SPARK_FIRST_GROUP: Final = frozenset(
+    {
+        "spark/test_stream.py",
+        "spark/test_s3.py",
+        "spark/test_export.py",
+        "spark/test_integrity.py",
+        "spark/test_scrub.py",
+        "spark/test_columns.py",
+        "spark/test_plan.py",
+    }
+)
+
+
+def xdist_scope(nodeid: str) -> str:
+    """What a worker takes whole under ``--dist loadfile``: a test's file, or for tests/spark
+    one of two groups of files (:data:`SPARK_FIRST_GROUP`)."""
+    path = nodeid.split("::", 1)[0]
+    name = path.removeprefix("tests/")
+    if not name.startswith("spark/"):
+        return path
+    return "spark-1" if name in SPARK_FIRST_GROUP else "spark-2"
+
+
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """``--dist loadfile`` with :func:`xdist_scope` as its scope (pytest 9 ignores the node ids
+    that ``--dist loadgroup`` rewrites, so groups are made here)."""
+    if config.getvalue("dist") != "loadfile":
+        return None
+    from xdist.scheduler import LoadFileScheduling  # noqa: PLC0415
+
+    class SparkOnTwoWorkers(LoadFileScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return xdist_scope(nodeid)
+
+    return SparkOnTwoWorkers(config, log)
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
