@@ -1,9 +1,10 @@
 """The Spark surfaces on the real-Kafka buckets, in one SparkSession of their own process
 (``python -m tests.realkafka.spark_checks BUCKET_JSON...``, run by :mod:`tests.realkafka.checks`):
-``format("tiered-kafka")`` batch reads in both isolation levels and one ``Trigger.AvailableNow``
-query per topic against Spark's own Kafka source on the broker (same schema but the added
-``leaderEpoch``, same rows); ``export`` to Parquet and to Iceberg against the same rows; and
-``scrub`` finding nothing. Each verdict is one JSON line on stdout:
+``format("tiered-kafka")`` batch reads in both isolation levels and, for a bucket whose spec
+says ``full``, one ``Trigger.AvailableNow`` query per topic against Spark's own Kafka source on
+the broker (same schema but the added ``leaderEpoch``, same rows) and ``export`` to Parquet and
+to Iceberg against the same rows; and ``scrub`` finding nothing. Each verdict is one JSON line
+on stdout:
 ``{"name", "surface", "topic", "want", "got"}`` or ``{"name", "error"}``."""
 
 from __future__ import annotations
