@@ -60,9 +60,8 @@ class _Server:
                 if line.startswith(DONE):
                     code, _, message = line[len(DONE) :].rstrip("\n").partition(" ")
                     if code != "0":
-                        tail = "".join(self.stderr)[-3000:]
                         raise JavaToolError(
-                            f"KafkaOracle {' '.join(args)} exited {code}: {message}\n{tail}"
+                            f"KafkaOracle {' '.join(args)} exited {code}: {message}\n{self._tail()}"
                         )
                     return "".join(out)
                 out.append(line)
@@ -71,8 +70,10 @@ class _Server:
         finally:
             watchdog.cancel()
         self.close()
-        tail = "".join(self.stderr)[-3000:]
-        raise JavaToolError(f"KafkaOracle {' '.join(args)}: the JVM ended\n{tail}")
+        raise JavaToolError(f"KafkaOracle {' '.join(args)}: the JVM ended\n{self._tail()}")
+
+    def _tail(self) -> str:
+        return "".join(self.stderr)[-3000:]
 
     @property
     def alive(self) -> bool:

@@ -135,19 +135,7 @@ public class KafkaOracle {
         }
         deadlineNanos = System.nanoTime() + TimeUnit.SECONDS.toNanos(timeoutS);
         startWatchdog(timeoutS);
-        int code;
-        try {
-            run(args);
-            code = 0;
-        } catch (UsageException e) {
-            System.err.println("KafkaOracle: " + e.getMessage());
-            System.err.println(USAGE);
-            code = 2;
-        } catch (Throwable e) {
-            System.err.println("KafkaOracle: FAILED: " + describe(e));
-            e.printStackTrace(System.err);
-            code = 1;
-        }
+        int code = attempt(args).code();
         stdout.flush();
         System.err.flush();
         // halt: no client thread or logging shutdown hook can hold the exit up.
@@ -162,31 +150,42 @@ public class KafkaOracle {
         try (BufferedReader in = new BufferedReader(new InputStreamReader(System.in, StandardCharsets.UTF_8))) {
             String line;
             while ((line = in.readLine()) != null) {
-                int code;
-                String message = "";
+                deadlineNanos = System.nanoTime() + TimeUnit.SECONDS.toNanos(timeoutS);
+                Outcome outcome;
                 try {
-                    String[] args = JSON.readValue(line, String[].class);
-                    deadlineNanos = System.nanoTime() + TimeUnit.SECONDS.toNanos(timeoutS);
-                    run(args);
-                    code = 0;
-                } catch (UsageException e) {
-                    code = 2;
-                    message = e.getMessage();
-                } catch (Throwable e) {
-                    code = 1;
-                    message = describe(e);
-                    e.printStackTrace(System.err);
+                    outcome = attempt(JSON.readValue(line, String[].class));
+                } catch (IOException e) {
+                    outcome = new Outcome(2, "not a JSON array of strings: " + describe(e));
                 }
                 deadlineNanos = System.nanoTime() + IDLE_NANOS;
                 System.err.flush();
-                stdout.println("KafkaOracle done " + code + " " + message.replace('\n', ' '));
+                stdout.println("KafkaOracle done " + outcome.code() + " " + outcome.message().replace('\n', ' '));
                 stdout.flush();
-                last = code;
+                last = outcome.code();
             }
         } catch (IOException e) {
             last = 1;
         }
         Runtime.getRuntime().halt(last == 0 ? 0 : 1);
+    }
+
+    /** How one command ended: its exit code (0, 1, or 2 for a wrong command line) and why. */
+    record Outcome(int code, String message) {}
+
+    /** One command; a failure is told on stderr too. */
+    static Outcome attempt(String[] args) {
+        try {
+            run(args);
+            return new Outcome(0, "");
+        } catch (UsageException e) {
+            System.err.println("KafkaOracle: " + e.getMessage());
+            System.err.println(USAGE);
+            return new Outcome(2, e.getMessage());
+        } catch (Throwable e) {
+            System.err.println("KafkaOracle: FAILED: " + describe(e));
+            e.printStackTrace(System.err);
+            return new Outcome(1, describe(e));
+        }
     }
 
     static void run(String[] args) throws Exception {
