@@ -23,6 +23,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from gateway.heap import task_started
 from gateway.remote.keyring import KeyPair, KeyRing
 from gateway.remote.keys import Suffix
 from gateway.remote.sync_reader import SyncSegmentReader
@@ -94,6 +95,7 @@ def _audit_partition(
     items: Iterable[tuple[str, dict[str, int]]],
 ) -> Iterator[SegmentAudit]:
     """One Spark partition: one store client and one key ring for all its segments."""
+    task_started()
     ring = KeyRing(KeyPair.from_pem(kid, pem, f"key pair {kid!r}") for kid, pem in key_pairs)
     store = spec.open()
     try:

@@ -50,6 +50,7 @@ from gateway.errors import (
     TransactionPendingError,
     add_context,
 )
+from gateway.heap import task_started
 from gateway.kafka.batch import HEADER_SIZE, RecordBatch
 from gateway.read.framing import SegmentFramer
 from gateway.read.txn import AbortedFilter, MarkerLedger, check_verdicts
@@ -130,6 +131,7 @@ class _Proof:
 
 def read_split(split: Split, ctx: ReadContext) -> Iterator[pa.RecordBatch]:
     """The records of ``split`` as Arrow batches of at most ``ctx.max_rows`` rows."""
+    task_started()
     reader = sync_reader(ctx)
     ref = split.segment
     segment = open_segment(ctx, ref)
