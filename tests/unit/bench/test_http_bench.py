@@ -49,11 +49,19 @@ def test_tree_cpu_counts_live_descendants() -> None:
     )
     try:
         assert child.stdout is not None and child.stdout.readline() == "done\n"
-        assert tree_cpu_s(child.pid) >= 0.29
+        burnt = tree_cpu_s(child.pid)
+        assert burnt >= 0.29
         own = self_cpu_s()  # read first: the tree, read after, holds at least this much of us
-        assert tree_cpu_s(os.getpid()) >= own + 0.29  # the child counts for its parent
+        tree = tree_cpu_s(os.getpid())
+        # the child counts for its parent; all three are counts of clock ticks, compared as
+        # such (as floats, 4.02 + 0.29 > 4.31)
+        assert _ticks(tree) >= _ticks(own) + _ticks(burnt)
     finally:
         child.communicate("")
+
+
+def _ticks(seconds: float) -> int:
+    return round(seconds * os.sysconf("SC_CLK_TCK"))
 
 
 def _results() -> Results:
