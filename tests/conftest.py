@@ -24,6 +24,7 @@ from hypothesis import HealthCheck, settings
 
 from tests.fixtures.extras import require_spark
 from tests.fixtures.ports import LOCALHOST, listening_port
+from tests.fixtures.spark_home import use_spark_home_without_zips
 
 pytest_plugins = ["tests.fixtures.demo"]
 
@@ -32,8 +33,9 @@ pytest_plugins = ["tests.fixtures.demo"]
 # C2's compiling and G1's threads cost more CPU than they save (measured on a 2-core machine:
 # a Spark test module 100 -> 72 CPU-s, the live broker's real-Kafka checks 112 -> 79 CPU-s).
 # Each JVM says "Picked up JAVA_TOOL_OPTIONS" on its stderr; a test reading a JVM's stderr line by
-# line takes the variable out of that process's environment.
+# line leaves that line out, or takes the variable out of that process's environment.
 os.environ.setdefault("JAVA_TOOL_OPTIONS", "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC")
+use_spark_home_without_zips()  # Spark's Python processes import pyspark with its bytecode
 
 settings.register_profile("ci", deadline=None, suppress_health_check=[HealthCheck.too_slow])
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
@@ -141,6 +143,20 @@ def _loggers_left_as_found() -> Iterator[None]:
                 lg.addHandler(handler)
         lg.setLevel(level)
         lg.propagate = propagate
+
+
+@pytest.fixture(autouse=True)
+def _apps_released() -> Iterator[None]:
+    """A test's FastAPI apps are freed when it ends. FastAPI keeps the endpoints it has
+    classified in module-level LRU caches (``fastapi.dependencies.models``, 4,096 entries each),
+    and our endpoints are closures over their app: a worker kept the last ~100 apps of the
+    tests it ran (1.5 million objects), and every full collection of the cycle collector
+    walked them all (13 CPU-s of the unit tests). A server builds one app: this is the tests'."""
+    yield
+    models = sys.modules.get("fastapi.dependencies.models")
+    for cached in vars(models).values() if models is not None else ():
+        if callable(getattr(cached, "cache_clear", None)):
+            cached.cache_clear()
 
 
 @pytest.fixture(scope="session")
