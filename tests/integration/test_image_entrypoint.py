@@ -136,11 +136,14 @@ def image() -> Iterator[Image]:
         root.chmod(0o755)
         app = root / "opt/tiered-gateway"
         subprocess.run([str(SYSTEM_PYTHON), "-m", "venv", str(app)], check=True)
+        # the image installs with pip (deploy/Dockerfile); uv installs the same packages here
+        # for a fifth of the CPU (25 -> 7 CPU-s), bytecode compiled as pip does
+        uv = Path(sys.executable).with_name("uv")  # the dev extra's
         subprocess.run(
-            [str(app / "bin/pip"), "install", "--quiet", "--disable-pip-version-check", str(ROOT)],
-            check=True,
-            capture_output=True,
-        )
+            [str(uv), "pip", "install", "--quiet", "--compile-bytecode", "--python",
+             str(app / "bin/python"), str(ROOT)],
+            check=True, capture_output=True,
+        )  # fmt: skip
         for source, destination in stage.copies:  # the image's default settings file
             target = Path(_moved(destination, root))
             target.parent.mkdir(parents=True, exist_ok=True)
