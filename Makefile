@@ -59,9 +59,12 @@ $(CHROMIUM):
 # at the end of the log (--durations). Bytecode is written even where the environment says not to
 # (PYTHONDONTWRITEBYTECODE, set on the CI machines): the suite starts hundreds of Python processes
 # (serve, the commands, Spark's workers), each of which would compile the project's modules
-# again, and pytest would rewrite every test module's asserts again in each worker.
+# again, and pytest would rewrite every test module's asserts again in each worker. The record
+# loops are compiled into numba's cache by one process first (tests/fixtures/warm_loops.py): in
+# a clean clone, several of the suite's processes compiled them at once.
 TEST_WORKERS ?= 4
 test: lint $(DEPLOY_VENV)/.installed $(CHROMIUM)
+	PYTHONDONTWRITEBYTECODE= $(BIN)/python -m tests.fixtures.warm_loops
 	PYTHONDONTWRITEBYTECODE= $(BIN)/pytest -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder --durations=30
 
 # Issue 28: every surface against what a real Kafka broker and the real Aiven plugin wrote and
