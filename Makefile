@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 
-.PHONY: run test unit unit-without-spark bench load fmt lint typecheck clean deploy-check spark-env real-kafka
+.PHONY: run test unit unit-without-spark bench load fmt lint typecheck clean deploy-check spark-env real-kafka warm-loops
 
 # Packages are installed by uv (from PyPI, put in the venv by its pip), bytecode compiled as pip
 # does: the dev and Spark set into a new venv took 69 s with pip and takes 32 s with uv here
@@ -59,13 +59,19 @@ $(CHROMIUM):
 # at the end of the log (--durations). Bytecode is written even where the environment says not to
 # (PYTHONDONTWRITEBYTECODE, set on the CI machines): the suite starts hundreds of Python processes
 # (serve, the commands, Spark's workers), each of which would compile the project's modules
-# again, and pytest would rewrite every test module's asserts again in each worker. The record
-# loops are compiled into numba's cache by one process first (tests/fixtures/warm_loops.py): in
-# a clean clone, several of the suite's processes compiled them at once.
+# again, and pytest would rewrite every test module's asserts again in each worker. The steps
+# before the tests run side by side, as each keeps one core busy: the static checks, the deploy
+# checkers' venv, and `warm-loops`.
 TEST_WORKERS ?= 4
-test: lint $(DEPLOY_VENV)/.installed $(CHROMIUM)
-	PYTHONDONTWRITEBYTECODE= $(BIN)/python -m tests.fixtures.warm_loops
+test: $(VENV)/.installed-dev $(CHROMIUM)
+	$(MAKE) --no-print-directory -j3 --output-sync=target lint $(DEPLOY_VENV)/.installed warm-loops
 	PYTHONDONTWRITEBYTECODE= $(BIN)/pytest -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder --durations=30
+
+# The record loops compiled into numba's cache (beside the sources) by one process before the
+# suite (tests/fixtures/warm_loops.py): in a clean clone, several of its processes compiled them
+# at once.
+warm-loops: $(VENV)/.installed-dev
+	PYTHONDONTWRITEBYTECODE= $(BIN)/python -m tests.fixtures.warm_loops
 
 # Issue 28: every surface against what a real Kafka broker and the real Aiven plugin wrote and
 # read (tests/fixtures/real_kafka): a PASS/FAIL line per check, a table, `N checks, M
