@@ -6,7 +6,7 @@ the rest of its life: the compiled record loops (numba and llvmlite, their types
 dispatchers), Arrow, the key and schema decoders. That is about 155,000 objects the collector
 tracks, and every full collection walks all of them: about 60 ms on the machines of
 ``docs/benchmarks.md``, longer than a small split takes to read. In the real-Kafka checks' batch
-reads (227 tasks), the workers spent 13 of their 17.7 CPU-seconds in those collections.
+reads (227 tasks), those collections took 13.1 CPU-seconds, of the ~16-18 the workers used.
 
 :func:`task_started`, called as each Spark task of this package begins (a split read, written,
 or a scrub partition audited), moves what the process holds to the collector's permanent
