@@ -6,6 +6,11 @@ buffer: no Python object per record or field. The text is byte for byte what
 :class:`gateway.api.recordjson.Writer` writes (and so what ``orjson.dumps`` writes for the
 record's object); a hypothesis test holds the two to it.
 
+Base64 digits come from pybase64's vectorised encoder, one call per column (each field padded
+to whole 3-byte groups, :func:`_padded`), and the loop copies them with ``memcpy``
+(:mod:`gateway.kafka.memcopy`) as it copies every piece of fixed text: per ~1 MiB page of
+~200 B records (the HTTP benchmark's), the loop went from 1.75 to 0.70 ms.
+
 It covers what nearly every request asks: keys, values and header values in ``base64`` (the
 default) or ``hex``, header keys of ASCII (escaped as orjson does). Anything else returns None
 and the caller renders with the Python writer, which also gives every precise error: a format
@@ -22,10 +27,12 @@ from typing import Any, Final
 
 import numba
 import numpy as np
+import pybase64
 
 from gateway.api.formats import BASE64, EmbeddedFormat, Encoders
 from gateway.kafka import fast
 from gateway.kafka.builder import RecordInput, build_batch
+from gateway.kafka.memcopy import copy
 from gateway.service.records import ColumnRecords, decode_records
 from gateway.service.types import FetchedBatches, IsolationLevel
 
@@ -42,9 +49,6 @@ def _text(value: bytes) -> Array:
     return np.frombuffer(value, np.uint8)
 
 
-_B64: Final = _text(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/")
-# Two base64 digits per 12 bits: two lookups per 3 bytes instead of four.
-_B64_PAIRS: Final = np.stack([np.repeat(_B64, 64), np.tile(_B64, 64)], axis=1).reshape(-1).copy()
 _DIGITS: Final = _text(b"0123456789abcdef")
 _OFFSET: Final = _text(b'{"offset":')
 _TIMESTAMP: Final = _text(b',"timestamp":')
@@ -67,8 +71,7 @@ _HEADER_FIXED: Final = 32
 @numba.njit(cache=True, nogil=True, inline="always")
 def _put(out: Array, w: int, text: Array) -> int:
     n: int = text.shape[0]
-    for i in range(n):  # a loop: cheaper than a slice assignment for these few bytes
-        out[w + i] = text[i]
+    copy(out, w, text, 0, n)
     return w + n
 
 
@@ -93,54 +96,53 @@ def _int(out: Array, w: int, value: int) -> int:
 
 
 @numba.njit(cache=True, nogil=True)
-def _bytes(out: Array, w: int, data: Array, lo: int, hi: int, fmt: int) -> int:  # noqa: PLR0917
-    """``data[lo:hi]`` quoted, in base64 or hex."""
+def _hex(out: Array, w: int, data: Array, lo: int, hi: int) -> int:
+    """``data[lo:hi]`` quoted, in hex."""
     out[w] = 34  # '"'
     w += 1
-    if fmt == _HEX:
-        for i in range(lo, hi):
-            b = int(data[i])
-            out[w] = _DIGITS[b >> 4]
-            out[w + 1] = _DIGITS[b & 15]
-            w += 2
-    else:
-        whole = (hi - lo) // 3
-        for k in range(whole):
-            i = lo + 3 * k
-            x = (int(data[i]) << 16) | (int(data[i + 1]) << 8) | int(data[i + 2])
-            high, low = (x >> 12) * 2, (x & 4095) * 2
-            o = w + 4 * k
-            out[o] = _B64_PAIRS[high]
-            out[o + 1] = _B64_PAIRS[high + 1]
-            out[o + 2] = _B64_PAIRS[low]
-            out[o + 3] = _B64_PAIRS[low + 1]
-        w += 4 * whole
-        i = lo + 3 * whole
-        if hi - i == 1:
-            x = int(data[i]) << 16
-            out[w] = _B64[x >> 18]
-            out[w + 1] = _B64[(x >> 12) & 63]
-            out[w + 2] = 61  # '='
-            out[w + 3] = 61
-            w += 4
-        elif hi - i == 2:
-            x = (int(data[i]) << 16) | (int(data[i + 1]) << 8)
-            out[w] = _B64[x >> 18]
-            out[w + 1] = _B64[(x >> 12) & 63]
-            out[w + 2] = _B64[(x >> 6) & 63]
-            out[w + 3] = 61
-            w += 4
+    for i in range(lo, hi):
+        b = int(data[i])
+        out[w] = _DIGITS[b >> 4]
+        out[w + 1] = _DIGITS[b & 15]
+        w += 2
     out[w] = 34
     return w + 1
 
 
 @numba.njit(cache=True, nogil=True)
+def _base64(out: Array, w: int, n: int, text: Array, at: int) -> tuple[int, int]:
+    """A field of ``n`` bytes quoted in base64: its digits are ``text[at:]`` (the field
+    encoded with zero bytes up to a multiple of 3, see :func:`_padded`), whose last one or two
+    become ``=`` as the field's length asks. (next ``w``, next ``at``); ``w`` -1 when ``text``
+    ends first (never: :func:`write` encodes every field the loop reads)."""
+    m = (n + 2) // 3 * 4
+    if at + m > text.shape[0]:
+        return -1, at
+    out[w] = 34  # '"'
+    copy(out, w + 1, text, at, m)
+    w += m
+    rest = n % 3
+    if rest == 1:
+        out[w - 1] = 61  # '='
+        out[w] = 61
+    elif rest == 2:
+        out[w] = 61
+    out[w + 1] = 34
+    return w + 2, at + m
+
+
+@numba.njit(cache=True, nogil=True)
 def _field(  # noqa: PLR0917
-    out: Array, w: int, i: int, offsets: Array, valid: Array, data: Array, fmt: int
-) -> int:
+    out: Array, w: int, i: int, offsets: Array, valid: Array, data: Array, fmt: int, text: Array,
+    at: int,
+) -> tuple[int, int]:  # fmt: skip
+    """Entry ``i`` of a column: null, or its bytes in hex, or in base64 from ``text`` at
+    ``at`` (:func:`_base64`). (next ``w``, next ``at``); ``w`` -1 as :func:`_base64` says."""
     if not valid[i]:
-        return _put(out, w, _NULL)
-    return _bytes(out, w, data, offsets[i], offsets[i + 1], fmt)
+        return _put(out, w, _NULL), at
+    if fmt == _HEX:
+        return _hex(out, w, data, offsets[i], offsets[i + 1]), at
+    return _base64(out, w, offsets[i + 1] - offsets[i], text, at)
 
 
 @numba.njit(cache=True, nogil=True)
@@ -184,9 +186,12 @@ def _headers(  # noqa: PLR0917
     hvalue_valid: Array,
     hvalue_data: Array,
     fmt: int,
-) -> int:
-    """Record ``i``'s headers from ``,"headers":[`` to the last ``}``; -1 when a key is not
-    the loop's to write."""
+    text: Array,
+    at: int,
+) -> tuple[int, int]:
+    """Record ``i``'s headers from ``,"headers":[`` to the last ``}``, their values' base64
+    from ``text`` at ``at``: (next ``w``, next ``at``); ``w`` -1 when a key is not the loop's
+    to write."""
     w = _put(out, w, _HEADERS)
     for h in range(header_offsets[i], header_offsets[i + 1]):
         if h > header_offsets[i]:
@@ -195,12 +200,14 @@ def _headers(  # noqa: PLR0917
         w = _put(out, w, _HKEY)
         w = _key(out, w, hkey_data, hkey_offsets[h], hkey_offsets[h + 1])
         if w < 0:
-            return -1
+            return -1, at
         w = _put(out, w, _HVALUE)
-        w = _field(out, w, h, hvalue_offsets, hvalue_valid, hvalue_data, fmt)
+        w, at = _field(out, w, h, hvalue_offsets, hvalue_valid, hvalue_data, fmt, text, at)
+        if w < 0:
+            return -1, at
         out[w] = 125  # '}'
         w += 1
-    return w
+    return w, at
 
 
 @numba.njit(cache=True, nogil=True)
@@ -223,12 +230,14 @@ def write_records(  # noqa: PLR0917 - numba takes arrays, not objects
     log_append: Array,  # int64 per batch
     epochs: Array,  # int32 per batch (negative: null)
     formats: Array,  # int64: key, value, header value format
+    texts: tuple[Array, Array, Array],  # uint8: the keys', values', header values' base64
     sep: int,  # the byte between records
     started: bool,  # a record was written before: the first one follows ``sep``
     out: Array,  # uint8
 ) -> tuple[int, int]:
     """(status, bytes written)."""
     w = 0
+    kt = vt = ht = 0  # where the next key's, value's, header value's base64 starts
     cap = out.shape[0]
     for i in range(d_offsets.shape[0]):
         b = d_batch_of[i]
@@ -249,14 +258,20 @@ def write_records(  # noqa: PLR0917 - numba takes arrays, not objects
         w = _put(out, w, _TIMESTAMP)
         w = _int(out, w, d_timestamps_us[i] // 1000)
         w = _put(out, w, _APPEND if log_append[b] else _CREATE)
-        w = _field(out, w, i, key_offsets, key_valid, key_data, formats[0])
+        w, kt = _field(out, w, i, key_offsets, key_valid, key_data, formats[0], texts[0], kt)
+        if w < 0:
+            return FALLBACK, 0
         w = _put(out, w, _VALUE)
-        w = _field(out, w, i, value_offsets, value_valid, value_data, formats[1])
+        w, vt = _field(out, w, i, value_offsets, value_valid, value_data, formats[1], texts[1],
+                       vt)  # fmt: skip
+        if w < 0:
+            return FALLBACK, 0
         if header_offsets[i] == header_offsets[i + 1]:
             w = _put(out, w, _NO_HEADERS_EPOCH)
         else:
-            w = _headers(out, w, i, header_offsets, hkey_offsets, hkey_data,
-                         hvalue_offsets, hvalue_valid, hvalue_data, formats[2])  # fmt: skip
+            w, ht = _headers(out, w, i, header_offsets, hkey_offsets, hkey_data,
+                             hvalue_offsets, hvalue_valid, hvalue_data, formats[2], texts[2],
+                             ht)  # fmt: skip
             if w < 0:
                 return FALLBACK, 0
             w = _put(out, w, _EPOCH)
@@ -265,6 +280,36 @@ def write_records(  # noqa: PLR0917 - numba takes arrays, not objects
         out[w] = 125
         w += 1
     return OK, w
+
+
+@numba.njit(cache=True, nogil=True)
+def _padded(offsets: Array, data: Array, out: Array) -> int:
+    """Each entry of a binary column (``data`` cut at ``offsets``) copied into ``out`` and
+    followed by zero bytes up to a multiple of 3; the bytes written. ``out`` holds
+    ``data.shape[0] + 2 * entries`` bytes, the most this writes."""
+    w = 0
+    for i in range(offsets.shape[0] - 1):
+        lo = offsets[i]
+        n = offsets[i + 1] - lo
+        copy(out, w, data, lo, n)
+        w += n
+        while w % 3:
+            out[w] = 0
+            w += 1
+    return w
+
+
+_NO_TEXT: Final = np.frombuffer(b"", np.uint8)
+
+
+def _encoded(offsets: Array, data: Array, fmt: int) -> Array:
+    """The base64 digits of every entry of a binary column, back to back, each entry encoded on
+    its own (:func:`_padded`): one call of pybase64's vectorised encoder for the whole column,
+    ~30x faster than the loop's own digits. Empty unless ``fmt`` is base64."""
+    if fmt != _BASE64 or offsets.shape[0] < 2:
+        return _NO_TEXT
+    out = np.empty(data.shape[0] + 2 * (offsets.shape[0] - 1), np.uint8)
+    return np.frombuffer(pybase64.b64encode(out[: _padded(offsets, data, out)].data), np.uint8)
 
 
 def formats_of(encoders: Encoders) -> Array | None:
@@ -303,7 +348,11 @@ def write(
         d.value_offsets, d.value_valid, d.value_data,
         d.header_offsets, d.hkey_offsets, d.hkey_data,
         d.hvalue_offsets, d.hvalue_valid, d.hvalue_data,
-        records.log_append, records.epochs, formats, sep[0], False,
+        records.log_append, records.epochs, formats,
+        (_encoded(d.key_offsets, d.key_data, formats[0]),
+         _encoded(d.value_offsets, d.value_data, formats[1]),
+         _encoded(d.hvalue_offsets, d.hvalue_data, formats[2])),
+        sep[0], False,
         out[len(prefix) : size - len(suffix)],
     )  # fmt: skip
     if status != OK:

@@ -31,6 +31,8 @@ from typing import Any, Final
 import numba
 import numpy as np
 
+from gateway.kafka.memcopy import copy
+
 OK: Final = 0
 BAD_RECORD: Final = 1  # malformed bytes: the reference decoder says exactly what
 NO_ROOM: Final = 2  # more records or headers than the declared counts allow
@@ -81,7 +83,7 @@ def _put(  # noqa: PLR0917 - numba takes arrays, not objects
     """Entry ``i`` of a nullable binary column: ``length`` bytes of ``data`` from ``pos`` (a
     negative length is null); returns the column's bytes used after it."""
     if length >= 0:
-        out[used : used + length] = data[pos : pos + length]
+        copy(out, used, data, pos, length)
         used += length
         valid[i] = 1
     else:
@@ -190,7 +192,7 @@ def decode_batches(  # noqa: PLR0917 - numba takes arrays, not objects
                 if keep and with_headers:
                     if nh >= hcap:
                         return NO_ROOM, b, n, nh
-                    hkey_data[hkb : hkb + hklen] = data[hkpos : hkpos + hklen]
+                    copy(hkey_data, hkb, data, hkpos, hklen)
                     hkb += hklen
                     hkey_offsets[nh + 1] = hkb
                     hvb = _put(

@@ -134,6 +134,34 @@ def test_the_bytes_are_orjsons(
         )
 
 
+BINARY = st.none() | st.binary(max_size=40) | st.binary(min_size=300, max_size=700)
+BINARY_HEADERS = st.lists(st.tuples(st.text(max_size=4), BINARY), max_size=2)
+BINARY_RECORD = st.tuples(BINARY, BINARY, BINARY_HEADERS)
+EMBEDDED = st.sampled_from([EmbeddedFormat.BASE64, EmbeddedFormat.HEX])
+
+
+@settings(deadline=None, max_examples=200, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    records=st.lists(BINARY_RECORD, min_size=1, max_size=12),
+    fmts=st.tuples(EMBEDDED, EMBEDDED, EMBEDDED),
+)
+def test_binary_fields_of_every_length_are_orjsons(
+    records: list[tuple[bytes | None, bytes | None, list[tuple[str, bytes | None]]]],
+    fmts: tuple[EmbeddedFormat, EmbeddedFormat, EmbeddedFormat],
+) -> None:
+    """The compiled writer's base64 (each column encoded whole, a field's last digits padded
+    with ``=``) and hex, for keys, values and header values of any length, null and empty."""
+    inputs = [RecordInput(v, key=k, headers=h, timestamp=1000 + i)
+              for i, (k, v, h) in enumerate(records)]  # fmt: skip
+    result = _result(len(records), build_batch(0, inputs))
+    decoded = decode_records(result.batches, 0, RU, None)
+    assert isinstance(decoded, ColumnRecords)
+    want = _oracle(list(decoded), fmts)
+    assert ndjson_lines(decoded, Encoders.of(*fmts)) == b"".join(w + b"\n" for w in want)
+    document = records_document(result, decoded, Encoders.of(*fmts))
+    assert orjson.loads(document)["records"] == [orjson.loads(w) for w in want]
+
+
 def test_no_records_make_an_empty_list() -> None:
     result = _result(1, b"")
     assert orjson.loads(records_document(result, DecodedRecords([])))["records"] == []
