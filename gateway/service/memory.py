@@ -6,7 +6,7 @@ down to 322 MiB (the idle process, the caches and ~100 MiB more): freed, not liv
 raises its mmap threshold (up to 32 MiB) each time a block above it is freed, after which the
 megabyte-sized buffers of a response (pages, rendered lines, the server's copies of them) come
 from the arenas of the ~40 threads that render and read, and a freed block inside an arena
-stays resident. Two levers:
+stays resident. The levers:
 
 * :meth:`Glibc.fix_mmap_threshold` (``mallopt(M_MMAP_THRESHOLD, n)``, once at start, when
   the ``malloc_mmap_threshold`` setting asks): a block of at least ``n`` bytes is always its
@@ -16,7 +16,15 @@ stays resident. Two levers:
   at 256 KiB, 200 streams served ~100-115 MB of NDJSON per server CPU-second against ~170-210
   without (peak RSS ~400 MiB against ~650-700 at 16 MiB in flight), and the HTTP benchmark's
   JSON pages fell from ~750-800 k to ~370-490 k records per CPU-second. Off by default: the
-  trimmer below bounds what the sliding threshold keeps.
+  trimmer below bounds what the heap keeps.
+* :meth:`Glibc.hold_freed` (the default, ``malloc_mmap_threshold`` 0): both thresholds set at
+  start where glibc's sliding ones end up at most (32 MiB; the heap's top trimmed past 64 MiB).
+  Sliding, they only rise as far as the largest block freed so far, and a page's few-MiB
+  buffers were still mapped, or the heap's top given back, and faulted in again: ~120-470
+  minor faults per 1 MiB JSON page (issue 30, ``bench_http``'s warm JSON), ~50 held. Under
+  ``make load`` (Mix, 200 users, 2 workers, the same requests): server CPU 37.5 -> 32.0
+  CPU-s, peak summed PSS 765 -> 799 MiB, 5 s after 491 -> 509 MiB. ``MALLOC_MMAP_THRESHOLD_``
+  or ``MALLOC_TRIM_THRESHOLD_`` in the environment leave glibc as it read them.
 * :func:`limit_arenas` (``mallopt(M_ARENA_MAX, n)``, the ``malloc_arenas`` setting, 2 by
   default, before ``serve`` starts a thread): glibc's default is 8 arenas per core, one made
   whenever threads contend, and each keeps what it freed. Measured (issue 30, ``make load``,
@@ -53,11 +61,17 @@ from gateway.service.protocol import Service
 
 log = logging.getLogger(__name__)
 
-M_MMAP_THRESHOLD: Final = -3  # glibc's <malloc.h>
+M_TRIM_THRESHOLD: Final = -1  # glibc's <malloc.h>
+M_MMAP_THRESHOLD: Final = -3
 M_ARENA_MAX: Final = -8
 MMAP_THRESHOLD: Final = 256 * 1024
 """Blocks of at least this size are mapped on their own (glibc's initial default is 128 KiB;
 it then grows with every freed block above it, which fixing it turns off)."""
+HELD_MMAP_THRESHOLD: Final = 32 * 1024 * 1024
+"""The most glibc's sliding threshold reaches (``DEFAULT_MMAP_THRESHOLD_MAX`` on 64 bits)."""
+HELD_TRIM_THRESHOLD: Final = 2 * HELD_MMAP_THRESHOLD
+"""The trim threshold glibc sets beside a sliding threshold at its most."""
+GLIBC_ENV: Final = ("MALLOC_MMAP_THRESHOLD_", "MALLOC_TRIM_THRESHOLD_")
 TRIM_INTERVAL_S: Final = 2.0
 TRIM_AFTER_BYTES: Final = 64 * 1024 * 1024
 
@@ -87,6 +101,14 @@ class Glibc:
     def fix_mmap_threshold(self, nbytes: int = MMAP_THRESHOLD) -> bool:
         """Blocks of ``nbytes`` or more mapped on their own, for good; True when glibc took it."""
         return self._mallopt(M_MMAP_THRESHOLD, nbytes) == 1
+
+    def hold_freed(self) -> bool:
+        """Both thresholds where glibc's sliding ones end up at most (blocks up to 32 MiB from
+        the heap, its top given back past 64 MiB), from the start; True when glibc took them."""
+        return (
+            self._mallopt(M_MMAP_THRESHOLD, HELD_MMAP_THRESHOLD) == 1
+            and self._mallopt(M_TRIM_THRESHOLD, HELD_TRIM_THRESHOLD) == 1
+        )
 
     def limit_arenas(self, arenas: int) -> bool:
         """At most ``arenas`` heap arenas from now on; True when glibc took it."""
@@ -171,11 +193,16 @@ async def heap_returned(
     interval_s: float = TRIM_INTERVAL_S,
     min_released: int = TRIM_AFTER_BYTES,
 ) -> AsyncIterator[Trimmer]:
-    """Fix the mmap threshold (None: leave glibc's sliding one) and run a :class:`Trimmer` on
-    ``budget`` for the block (the app's lifespan); ``glibc`` defaults to :meth:`Glibc.load`."""
+    """Fix the mmap threshold (None: :meth:`Glibc.hold_freed`, unless the environment set
+    glibc's thresholds) and run a :class:`Trimmer` on ``budget`` for the block (the app's
+    lifespan); ``glibc`` defaults to :meth:`Glibc.load`."""
     glibc = glibc if glibc is not None else Glibc.load()
-    fixed = glibc is None or mmap_threshold is None or glibc.fix_mmap_threshold(mmap_threshold)
-    if not fixed:
+    if glibc is None or (mmap_threshold is None and any(k in os.environ for k in GLIBC_ENV)):
+        pass
+    elif mmap_threshold is None:
+        if not glibc.hold_freed():
+            log.warning("glibc did not take M_MMAP_THRESHOLD and M_TRIM_THRESHOLD")
+    elif not glibc.fix_mmap_threshold(mmap_threshold):
         log.warning("glibc did not take M_MMAP_THRESHOLD=%d", mmap_threshold)
     trims = Trimmer(budget, glibc, interval_s=interval_s, min_released=min_released)
     task = asyncio.create_task(trims.run(), name="heap-trimmer")

@@ -19,6 +19,7 @@ from gateway.config import Settings
 from gateway.deadline import Deadline
 from gateway.service.admission import ByteBudget
 from gateway.service.memory import (
+    GLIBC_ENV,
     MMAP_THRESHOLD,
     Glibc,
     Trimmer,
@@ -41,6 +42,7 @@ class Recording(Glibc):
         self.__dict__.update(lib.__dict__)
         self.trim_threads: list[int] = []
         self.thresholds: list[int] = []
+        self.held = 0
         self.trimmed = asyncio.Event()
         self.loop = asyncio.get_running_loop()
 
@@ -52,6 +54,10 @@ class Recording(Glibc):
     def fix_mmap_threshold(self, nbytes: int = MMAP_THRESHOLD) -> bool:
         self.thresholds.append(nbytes)
         return super().fix_mmap_threshold(nbytes)
+
+    def hold_freed(self) -> bool:
+        self.held += 1
+        return super().hold_freed()
 
 
 async def _pass(budget: ByteBudget, nbytes: int) -> None:
@@ -67,6 +73,7 @@ def test_glibc_trims_and_takes_the_mmap_threshold() -> None:
     del block
     assert isinstance(glibc.trim(), bool)
     assert glibc.fix_mmap_threshold()
+    assert glibc.hold_freed()
 
 
 async def test_due_after_enough_bytes_given_back_then_not_until_more() -> None:
@@ -116,12 +123,21 @@ async def test_without_glibc_nothing_is_ever_due() -> None:
         assert isinstance(running.glibc, Glibc)  # none given: the process's own, loaded
 
 
-async def test_heap_returned_may_leave_the_threshold_to_glibc() -> None:
+async def test_heap_returned_holds_freed_blocks_unless_told_otherwise(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     glibc = Recording()
+    for name in GLIBC_ENV:
+        monkeypatch.delenv(name, raising=False)
     async with heap_returned(ByteBudget(MIB), glibc, mmap_threshold=None):
-        assert glibc.thresholds == []
+        assert (glibc.thresholds, glibc.held) == ([], 1)
     async with heap_returned(ByteBudget(MIB), glibc, mmap_threshold=MIB):
-        assert glibc.thresholds == [MIB]
+        assert (glibc.thresholds, glibc.held) == ([MIB], 1)
+    for name in GLIBC_ENV:  # glibc read its own thresholds from the environment: left alone
+        with monkeypatch.context() as env:
+            env.setenv(name, "1048576")
+            async with heap_returned(ByteBudget(MIB), glibc, mmap_threshold=None):
+                assert (glibc.thresholds, glibc.held) == ([MIB], 1)
 
 
 async def test_heap_returned_fixes_the_threshold_and_trims_until_the_block_ends() -> None:
