@@ -91,9 +91,9 @@ class ReadSettings(BaseModel):
         ge=0,
         description="C heap blocks of at least this size get their own mapping, unmapped when "
         "freed, so resident memory follows the bytes in flight at a CPU cost (every large "
-        "buffer faulted in anew: JSON/NDJSON ~40 %% slower at 256KiB); 0: blocks up to 32MiB "
-        "from the heap and its top kept up to 64MiB (where glibc's sliding thresholds end up), "
-        "freed memory reused until the heap trimmer gives it back",
+        "buffer faulted in anew: JSON/NDJSON ~40 %% slower at 256KiB); 0: blocks under 8MiB "
+        "from the heap and its free top kept up to 32MiB, freed memory reused until the heap "
+        "trimmer gives it back",
     )
     malloc_arenas: int = Field(
         default=2,

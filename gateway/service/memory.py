@@ -17,14 +17,15 @@ stays resident. The levers:
   without (peak RSS ~400 MiB against ~650-700 at 16 MiB in flight), and the HTTP benchmark's
   JSON pages fell from ~750-800 k to ~370-490 k records per CPU-second. Off by default: the
   trimmer below bounds what the heap keeps.
-* :meth:`Glibc.hold_freed` (the default, ``malloc_mmap_threshold`` 0): both thresholds set at
-  start where glibc's sliding ones end up at most (32 MiB; the heap's top trimmed past 64 MiB).
-  Sliding, they only rise as far as the largest block freed so far, and a page's few-MiB
-  buffers were still mapped, or the heap's top given back, and faulted in again: ~120-470
-  minor faults per 1 MiB JSON page (issue 30, ``bench_http``'s warm JSON), ~50 held. Under
-  ``make load`` (Mix, 200 users, 2 workers, the same requests): server CPU 37.5 -> 32.0
-  CPU-s, peak summed PSS 765 -> 799 MiB, 5 s after 491 -> 509 MiB. ``MALLOC_MMAP_THRESHOLD_``
-  or ``MALLOC_TRIM_THRESHOLD_`` in the environment leave glibc as it read them.
+* :meth:`Glibc.hold_freed` (the default, ``malloc_mmap_threshold`` 0): both thresholds fixed
+  at start, blocks under 8 MiB from the heap and its free top kept up to 32 MiB. Sliding, they
+  rise only as far as the largest block freed so far, and a page's few-MiB buffers were still
+  mapped, or the heap's top given back, and faulted in again: ~120-470 minor faults per 1 MiB
+  JSON page (issue 30, ``bench_http``'s warm JSON), ~30-50 held. ``make load`` (Mix, 200
+  users, 2 workers, one run each): server CPU 37.5 CPU-s sliding, 32.1 held at 8/32 MiB,
+  29.6 at glibc's ceiling (32/64 MiB); peak summed PSS 765, 799 and 867 MiB; 5 s after 491,
+  511 and 571. ``MALLOC_MMAP_THRESHOLD_`` or ``MALLOC_TRIM_THRESHOLD_`` in the environment
+  leave glibc as it read them.
 * :func:`limit_arenas` (``mallopt(M_ARENA_MAX, n)``, the ``malloc_arenas`` setting, 2 by
   default, before ``serve`` starts a thread): glibc's default is 8 arenas per core, one made
   whenever threads contend, and each keeps what it freed. Measured (issue 30, ``make load``,
@@ -67,10 +68,11 @@ M_ARENA_MAX: Final = -8
 MMAP_THRESHOLD: Final = 256 * 1024
 """Blocks of at least this size are mapped on their own (glibc's initial default is 128 KiB;
 it then grows with every freed block above it, which fixing it turns off)."""
-HELD_MMAP_THRESHOLD: Final = 32 * 1024 * 1024
-"""The most glibc's sliding threshold reaches (``DEFAULT_MMAP_THRESHOLD_MAX`` on 64 bits)."""
-HELD_TRIM_THRESHOLD: Final = 2 * HELD_MMAP_THRESHOLD
-"""The trim threshold glibc sets beside a sliding threshold at its most."""
+HELD_MMAP_THRESHOLD: Final = 8 * 1024 * 1024
+"""Above a page's buffers (a 1 MiB page of ~200 B records: ~2 MiB of JSON text), a quarter of
+what glibc's sliding threshold may reach (``DEFAULT_MMAP_THRESHOLD_MAX``, 32 MiB on 64 bits)."""
+HELD_TRIM_THRESHOLD: Final = 4 * HELD_MMAP_THRESHOLD
+"""The heap's free top kept up to this (glibc keeps twice its threshold beside a sliding one)."""
 GLIBC_ENV: Final = ("MALLOC_MMAP_THRESHOLD_", "MALLOC_TRIM_THRESHOLD_")
 TRIM_INTERVAL_S: Final = 2.0
 TRIM_AFTER_BYTES: Final = 64 * 1024 * 1024
@@ -103,8 +105,8 @@ class Glibc:
         return self._mallopt(M_MMAP_THRESHOLD, nbytes) == 1
 
     def hold_freed(self) -> bool:
-        """Both thresholds where glibc's sliding ones end up at most (blocks up to 32 MiB from
-        the heap, its top given back past 64 MiB), from the start; True when glibc took them."""
+        """Both thresholds fixed: blocks under :data:`HELD_MMAP_THRESHOLD` from the heap, its
+        free top given back past :data:`HELD_TRIM_THRESHOLD`; True when glibc took them."""
         return (
             self._mallopt(M_MMAP_THRESHOLD, HELD_MMAP_THRESHOLD) == 1
             and self._mallopt(M_TRIM_THRESHOLD, HELD_TRIM_THRESHOLD) == 1
