@@ -46,11 +46,13 @@ import struct
 import threading
 import uuid
 from array import array
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Final
 
 import numpy as np
 
+from gateway.cache.run_publisher import Publisher
 from gateway.cache.verified import OVERHEAD, VerifiedRun
 
 log = logging.getLogger(__name__)
@@ -84,6 +86,8 @@ class SharedRunStats:
     published: int
     bytes_published: int
     max_bytes: int
+    dropped: int = 0  # runs not shared: more were waiting to be published than allowed
+    pending: int = 0  # runs waiting to be published
 
 
 class SharedRunArena:
@@ -105,11 +109,24 @@ class SharedRunArena:
         self._entries: dict[tuple[uuid.UUID, int], _Entry] = {}
         self._broken = False
         self.hits = self.misses = self.torn = self.published = self.bytes_published = 0
+        self.publisher = Publisher(self.publish, size // MAX_RUN_SHARE)
 
     def stats(self) -> SharedRunStats:
+        p = self.publisher
         return SharedRunStats(
-            self.hits, self.misses, self.torn, self.published, self.bytes_published, self.size
+            self.hits,
+            self.misses,
+            self.torn,
+            self.published,
+            self.bytes_published,
+            self.size,
+            p.dropped,
+            p.pending,
         )
+
+    def submit(self, segment: uuid.UUID, runs: Sequence[VerifiedRun]) -> None:
+        """:meth:`publish` ``runs`` in the background (:mod:`gateway.cache.run_publisher`)."""
+        self.publisher.submit(segment, runs)
 
     def forked(self) -> None:
         """In a process just forked from the one that made the arena: start its own view (the
@@ -119,6 +136,7 @@ class SharedRunArena:
         self._broken = False
         self._local = threading.Lock()
         self.hits = self.misses = self.torn = self.published = self.bytes_published = 0
+        self.publisher.forked()
 
     # --- publishing ---------------------------------------------------------------------------
 

@@ -127,7 +127,7 @@ class RunShare(Protocol):
 
     def find(self, segment: uuid.UUID, offset: int) -> VerifiedRun | None: ...
 
-    def publish(self, segment: uuid.UUID, run: VerifiedRun) -> bool: ...
+    def submit(self, segment: uuid.UUID, runs: Sequence[VerifiedRun]) -> None: ...
 
 
 def _weight(entry: bytes | VerifiedRun) -> int:
@@ -229,11 +229,11 @@ class VerifiedRuns:
                     return key
         return None
 
-    async def share(self, segment: uuid.UUID, runs: Sequence[VerifiedRun]) -> None:
-        """Publish ``runs``, just verified here, to the other workers (copied in a thread)."""
-        shared = self.shared
-        if shared is not None and runs:
-            await asyncio.to_thread(lambda: [shared.publish(segment, run) for run in runs])
+    def share(self, segment: uuid.UUID, runs: Sequence[VerifiedRun]) -> None:
+        """Publish ``runs``, just verified here, to the other workers (in the background: the
+        read does not wait, :mod:`gateway.cache.run_publisher`)."""
+        if self.shared is not None and runs:
+            self.shared.submit(segment, runs)
 
     def add(self, segment: uuid.UUID, run: VerifiedRun) -> None:
         """Keep ``run`` (unless it is larger than the budget, or a held run of the same first

@@ -39,7 +39,7 @@ _CHUNK_FIELDS = (
     "readahead_wasted",
 )
 _DISK_FIELDS = ("hits", "misses", "evictions", "corrupt_removed", "write_failures")
-_SHARED_FIELDS = ("hits", "misses", "torn", "published", "bytes_published")
+_SHARED_FIELDS = ("hits", "misses", "torn", "published", "bytes_published", "dropped")
 _INDEX_FIELDS = ("hits", "misses", "loads", "load_failures", "disk_hits", "evictions")
 
 
@@ -129,6 +129,8 @@ class CoreCollector(Collector):
             what = "Verified runs shared by the workers:"
             yield from _fields("shared_runs", what, shared.stats(), _SHARED_FIELDS)
             yield _gauge("shared_runs_max_bytes", "Bytes of the shared run arena", shared.size)
+            pending = shared.publisher.pending
+            yield _gauge("shared_runs_pending", "Runs waiting to be published", pending)
         index = source.indexes_cache.stats()
         yield from _fields("index_cache", "Index cache", index, _INDEX_FIELDS)
         yield _gauge("index_cache_bytes", "Bytes held", index.bytes_held)

@@ -149,7 +149,7 @@ class ColdRead:
             for verified in runs:
                 self.held.add(meta.segment_id.id, verified)
             self.queued.extend(runs)
-            await self.held.share(meta.segment_id.id, runs)
+            self.held.share(meta.segment_id.id, runs)
             if framer.last_offset != meta.end_offset or framer.at_end:
                 return self.take(offset)
 

@@ -172,6 +172,15 @@ def _counters(url: str) -> tuple[int, dict[str, float]]:
     return _served_by(response), {m[1]: float(m[2]) for m in COUNTER.finditer(response.text)}
 
 
+def _pending(url: str) -> float:
+    """The runs waiting to be published by the worker that answers (the only one running)."""
+    found = re.search(
+        r"^tiered_gateway_shared_runs_pending (\S+)$", _fresh_get(url, "/metrics").text, re.M
+    )
+    assert found is not None
+    return float(found[1])
+
+
 def test_a_worker_serves_the_runs_its_sibling_verified(demo: DemoBucket, tmp_path: Path) -> None:
     """Worker A reads a partition from the bucket (B stopped, so A takes the connection); then B
     (A stopped) reads it again: exactly the records, copied from the runs A published in the
@@ -192,6 +201,8 @@ def test_a_worker_serves_the_runs_its_sibling_verified(demo: DemoBucket, tmp_pat
                 with httpx.Client(base_url=url, timeout=30) as client:
                     records, _ = walk(client, "orders", 0, 3000, "read_uncommitted")
                     assert _served_by(client.get("/healthz")) == reader == pid
+                # its runs are published in the background: all of them before it is stopped
+                _wait_for(lambda: _pending(url) == 0, "the reader's runs published")
                 counters[reader] = before, _counters(url)[1]
             finally:
                 os.kill(stopped, signal.SIGCONT)

@@ -75,7 +75,8 @@ async def test_verified_runs_look_in_the_arena_on_a_miss_and_keep_the_copy() -> 
     run = _run(SEGMENTS[1], 0, 4)
     writer.add(SEGMENTS[1], run)  # kept here
     assert arena.stats().published == 0
-    await writer.share(SEGMENTS[1], [run])  # and published
+    writer.share(SEGMENTS[1], [run])  # and published, in the background
+    assert arena.publisher.wait_idle(30)
     assert arena.stats().published == 1
     reader = VerifiedRuns(CacheMemory(1 << 20), arena)
     arena.forked()  # the arena as the reader's process sees it: nothing indexed yet
