@@ -27,6 +27,8 @@ from typing import Any, Final
 
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
+from gateway.api.coalesce import CoalescingTransport
+
 _431: Final = (
     b"HTTP/1.1 431 Request Header Fields Too Large\r\n"
     b"content-type: application/json\r\n"
@@ -71,6 +73,8 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(transport)
+        # a response's head goes out with its body (gateway.api.coalesce)
+        self.transport = CoalescingTransport(transport, self.loop)  # type: ignore[assignment]
         self._arm()  # a connection that never sends a byte is closed too
 
     def connection_lost(self, exc: Exception | None) -> None:
