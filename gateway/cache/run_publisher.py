@@ -9,6 +9,11 @@ the bucket, as it does for any run not shared. So a read hands its runs to one t
 process, which publishes them in order at nice 19 (on a busy machine the answers go first), and
 answers at once. At most ``max_pending`` bytes of runs wait; a run beyond that is not shared
 (counted in :attr:`Publisher.dropped`), so a burst holds no more memory than that for sharing.
+
+Nice 19 against nice 0, measured (three runs each of that scenario): p99 261-282 ms against
+286-331. The thread holds the GIL only between its copies (numpy releases it for them), for
+microseconds; preempted in such a moment by other processes' work, it would hold up this
+worker's event loop until the scheduler runs it again (a scheduling period, milliseconds).
 """
 
 from __future__ import annotations
