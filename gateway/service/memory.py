@@ -186,6 +186,18 @@ class Trimmer:
             await self.trim_if_due()
 
 
+def _set_thresholds(glibc: Glibc, mmap_threshold: int | None) -> None:
+    """See :func:`heap_returned`."""
+    if mmap_threshold is not None:
+        taken, what = glibc.fix_mmap_threshold(mmap_threshold), f"M_MMAP_THRESHOLD={mmap_threshold}"
+    elif any(name in os.environ for name in GLIBC_ENV):
+        return  # glibc read its thresholds from there
+    else:
+        taken, what = glibc.hold_freed(), "M_MMAP_THRESHOLD and M_TRIM_THRESHOLD"
+    if not taken:
+        log.warning("glibc did not take %s", what)
+
+
 @asynccontextmanager
 async def heap_returned(
     budget: ByteBudget,
@@ -199,13 +211,8 @@ async def heap_returned(
     glibc's thresholds) and run a :class:`Trimmer` on ``budget`` for the block (the app's
     lifespan); ``glibc`` defaults to :meth:`Glibc.load`."""
     glibc = glibc if glibc is not None else Glibc.load()
-    if glibc is None or (mmap_threshold is None and any(k in os.environ for k in GLIBC_ENV)):
-        pass
-    elif mmap_threshold is None:
-        if not glibc.hold_freed():
-            log.warning("glibc did not take M_MMAP_THRESHOLD and M_TRIM_THRESHOLD")
-    elif not glibc.fix_mmap_threshold(mmap_threshold):
-        log.warning("glibc did not take M_MMAP_THRESHOLD=%d", mmap_threshold)
+    if glibc is not None:
+        _set_thresholds(glibc, mmap_threshold)
     trims = Trimmer(budget, glibc, interval_s=interval_s, min_released=min_released)
     task = asyncio.create_task(trims.run(), name="heap-trimmer")
     try:
