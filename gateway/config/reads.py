@@ -43,7 +43,7 @@ class ReadSettings(BaseModel):
         default=4 * GiB, ge=1, description="disk bound of chunk_cache_dir (all workers together)"
     )
     readahead_bytes: ByteSize = Field(
-        default=2 * MiB, ge=0, description="chunks loaded ahead of a sequential read (0: none)"
+        default=MiB, ge=0, description="chunks loaded ahead of a sequential read (0: none)"
     )
     max_get_bytes: ByteSize = Field(
         default=8 * MiB, ge=1, description="largest coalesced ranged GET"

@@ -7,7 +7,7 @@ uncompressed, unencrypted), cached under ``--cache``. Both servers read the very
 through :mod:`tests.bench.slow_s3` (20 ms to the first byte, 100 MiB/s per GET):
 
 * **gateway**: ``tiered-gateway serve --store s3://... --kafka-listener 127.0.0.1:PORT`` at its
-  defaults (workers = cores, 256 MiB chunk cache, 8 MiB readahead). Cold: a fresh process.
+  defaults (workers = cores, 256 MiB chunk cache, 1 MiB readahead). Cold: a fresh process.
   Warm: a second process whose chunk cache holds the whole bucket in each worker (the cache is
   divided among the workers and a connection lands on either; its first pass is also reported
   as a cold pass with a bucket-sized cache), then passes until ``--rounds`` of them read

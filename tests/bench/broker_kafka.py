@@ -38,7 +38,9 @@ WAIT_S: Final = 300.0
 def reading_settings(endpoint: str, chunk_cache_bytes: int, prefetch_bytes: int) -> dict[str, str]:
     """``rsm.config.*`` for reading through S3: the build's, the S3 backend, and a memory
     chunk cache with prefetching (the plugin has no chunk cache by default: every fetch would
-    GET its chunks again) sized as the gateway's defaults (256 MiB, 8 MiB readahead)."""
+    GET its chunks again) of the gateway's chunk cache size (256 MiB) and 8 MiB of prefetch
+    (``--broker-prefetch-mib``; with 1 MiB the broker's cold pass took 22.97 s, within the
+    23.4-29.5 s of its 8 MiB runs: docs/benchmarks.md, issue 30)."""
     settings = plugin_settings() | {
         "storage.backend.class": S3_STORAGE,
         "storage.s3.endpoint.url": endpoint,
