@@ -11,10 +11,15 @@ and removes them when the broker's storage no longer holds the segment. The data
 broker's; only the object layout is ours. With the plugin at hand the same checks run on the
 plugin's bucket instead (:mod:`tests.realkafka.follow_scenarios`).
 
-A segment is mirrored once all its files are there (``LocalTieredStorage`` writes its
-leader-epoch checkpoint last), or, while uploads are held (``hold-uploads``), as soon as its
-``.log`` is: so the bucket holds a segment whose copy never finished, which a gateway
-following the topic must not serve.
+A segment is mirrored once all its files are written, or, while uploads are held
+(``hold-uploads``), as soon as its ``.log`` is: so the bucket holds a segment whose copy never
+finished, which a gateway following the topic must not serve. ``LocalTieredStorage`` writes a
+segment's files one after the other, the leader-epoch checkpoint and then the producer
+snapshot last (``RemoteLogSegmentFileset.copy``), each created before it is written. So a
+segment is complete when its snapshot is there and no file of it changed size since the pass
+before. (The checkpoint's mere presence was taken for completeness before; a checkpoint read
+while still empty is written as the default ``0 <base>``, which hides a log start DeleteRecords
+cut: the likely cause of a CI run where the mirrored bucket never revealed it.)
 """
 
 from __future__ import annotations
@@ -36,6 +41,8 @@ from gateway.remote.tiering import (
 from tests.realkafka.tiering import HOLD_FILE, TieringBroker
 
 CHUNK = 4096
+_WRITTEN_IN_ORDER = (".log", ".index", ".timeindex", ".txnindex", ".leader_epoch_checkpoint",
+                     ".snapshot")  # fmt: skip
 
 
 class Mirror:
@@ -46,6 +53,7 @@ class Mirror:
     def __init__(self, broker: TieringBroker, bucket: Path) -> None:
         self.broker, self.bucket = broker, bucket
         self.mirrored: dict[Path, ManifestSegmentMetadata] = {}  # LTS .log -> what was written
+        self._sizes: dict[Path, tuple[int, ...]] = {}  # LTS .log -> its files' sizes last pass
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="lts-mirror", daemon=True)
         self.errors: list[str] = []
@@ -72,11 +80,25 @@ class Mirror:
         held = (self.broker.remote_dir / HOLD_FILE).exists()
         logs = set(root.glob("*/*.log")) if root.exists() else set()
         for log in sorted(logs - set(self.mirrored)):
-            complete = log.with_suffix(".leader_epoch_checkpoint").exists()
+            sizes = self._file_sizes(log)
+            complete = sizes[-1] >= 0 and self._sizes.get(log) == sizes  # snapshot: last file
+            self._sizes[log] = sizes
             if complete or held:
                 self.mirrored[log] = self._write(log, complete)
+                del self._sizes[log]
         for log in set(self.mirrored) - logs:
             self._remove(self.mirrored.pop(log))
+
+    @staticmethod
+    def _file_sizes(log: Path) -> tuple[int, ...]:
+        """The sizes of the segment's files in the order they are written (-1: not there)."""
+        sizes = []
+        for suffix in _WRITTEN_IN_ORDER:
+            try:
+                sizes.append(log.with_suffix(suffix).stat().st_size)
+            except FileNotFoundError:
+                sizes.append(-1)
+        return tuple(sizes)
 
     def _write(self, log: Path, complete: bool) -> ManifestSegmentMetadata:
         def read(suffix: str) -> bytes | None:
