@@ -44,7 +44,6 @@ class Publisher:
         self._reset()
 
     def _reset(self) -> None:
-        self._pid = os.getpid()
         self._lock = threading.Lock()
         self._idle = threading.Condition(self._lock)  # notified when nothing is pending
         self._queue: queue.SimpleQueue[tuple[uuid.UUID, VerifiedRun]] = queue.SimpleQueue()
@@ -52,13 +51,12 @@ class Publisher:
         self.pending = self.pending_bytes = self.dropped = 0
 
     def forked(self) -> None:
-        """In a process just forked: a queue and thread of its own (the parent's are not)."""
+        """In a process just forked (the arena's :meth:`forked`, which every worker calls
+        before it serves): a queue and thread of its own (the parent's are not)."""
         self._reset()
 
     def submit(self, segment: uuid.UUID, runs: Sequence[VerifiedRun]) -> None:
         """Queue ``runs`` of ``segment`` to be published; never waits."""
-        if os.getpid() != self._pid:  # forked without forked(): start afresh
-            self._reset()
         with self._lock:
             if self._thread is None:
                 self._thread = threading.Thread(

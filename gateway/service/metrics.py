@@ -127,10 +127,10 @@ class CoreCollector(Collector):
         shared = source.runs.shared
         if isinstance(shared, SharedRunArena):  # serve --workers N
             what = "Verified runs shared by the workers:"
-            yield from _fields("shared_runs", what, shared.stats(), _SHARED_FIELDS)
-            yield _gauge("shared_runs_max_bytes", "Bytes of the shared run arena", shared.size)
-            pending = shared.publisher.pending
-            yield _gauge("shared_runs_pending", "Runs waiting to be published", pending)
+            arena = shared.stats()
+            yield from _fields("shared_runs", what, arena, _SHARED_FIELDS)
+            yield _gauge("shared_runs_max_bytes", "Bytes of the shared run arena", arena.max_bytes)
+            yield _gauge("shared_runs_pending", "Runs waiting to be published", arena.pending)
         index = source.indexes_cache.stats()
         yield from _fields("index_cache", "Index cache", index, _INDEX_FIELDS)
         yield _gauge("index_cache_bytes", "Bytes held", index.bytes_held)
